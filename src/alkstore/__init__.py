@@ -1,0 +1,44 @@
+"""alkstore: a job-queue storage engine for PostgreSQL and the databases that speak its protocol.
+
+Open a store with :func:`connect` (sync) or :func:`connect_async`, create a queue, send jobs,
+fetch them, complete or fail them.
+"""
+
+from .core.errors import (
+    AlkstoreError,
+    InvalidOptions,
+    JobConflict,
+    QueueExists,
+    QueueInUse,
+    QueueNotFound,
+    SchemaVersionError,
+    UnsupportedByEngine,
+)
+from .core.options import JobOptions, Policy, QueueOptions
+from .core.records import Job, MaintenanceReport, Queue, QueueStats
+from .core.states import JobState
+from .store import AsyncConnector, AsyncStore, Store, connect, connect_async
+
+__all__ = [
+    "AlkstoreError",
+    "AsyncConnector",
+    "AsyncStore",
+    "InvalidOptions",
+    "Job",
+    "JobConflict",
+    "JobOptions",
+    "JobState",
+    "MaintenanceReport",
+    "Policy",
+    "Queue",
+    "QueueExists",
+    "QueueInUse",
+    "QueueNotFound",
+    "QueueOptions",
+    "QueueStats",
+    "SchemaVersionError",
+    "Store",
+    "UnsupportedByEngine",
+    "connect",
+    "connect_async",
+]

@@ -1,0 +1,177 @@
+"""What the conformance tests stand on: the backend, a store per test, and test-only tools.
+
+A :class:`StoreHandle` gives every test the same synchronous view of a store, whichever
+driver is under test: async stores run on an event loop in a background thread, so one test
+body proves both faces. The handle also carries two test-only tools that work on every
+engine because they go through the store's own connection: :meth:`StoreHandle.sql` and
+:meth:`StoreHandle.advance` (a controllable clock: shifting every stored timestamp back by
+``s`` seconds is the same, for the store, as ``s`` seconds passing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any, TypeVar
+
+import attrs
+
+from ..core.plans import Plan, Row, Statement, single
+from ..engines import engine_class
+from ..engines.postgres.identifiers import quote_schema
+from ..store import AsyncStore, Store, connect, connect_async
+from .cluster import TempCluster
+from .deviations import explain
+
+T = TypeVar("T")
+
+DRIVERS = ("psycopg", "psycopg-async", "asyncpg", "pg8000")
+"""Driver variants the suite can run: psycopg twice (sync and async faces)."""
+
+TIMESTAMP_COLUMNS = (
+    "created_on",
+    "start_after",
+    "started_on",
+    "completed_on",
+    "heartbeat_on",
+    "keep_until",
+)
+
+
+def skip_reason(engine: str, capabilities: Sequence[str]) -> str | None:
+    """Why a test needing ``capabilities`` cannot run on ``engine`` (None if it can)."""
+    caps = engine_class(engine).capabilities
+    missing = [c for c in capabilities if not getattr(caps, c)]
+    if not missing:
+        return None
+    return "; ".join(f"{engine} lacks {c}: {explain(engine, c)}" for c in missing)
+
+
+@attrs.define
+class Backend:
+    """The database the suite runs against."""
+
+    dsn: str
+    engine_name: str
+    cluster: TempCluster | None = None
+
+    @classmethod
+    def start(cls, dsn: str | None, engine: str) -> Backend:
+        """Use ``dsn``, or start a throwaway cluster when it is None."""
+        if dsn:
+            return cls(dsn, engine)
+        cluster = TempCluster()
+        return cls(cluster.start(), engine, cluster)
+
+    def stop(self) -> None:
+        """Stop the throwaway cluster, if this run started one."""
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread, for the sync view of async stores."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        self.loop.close()
+
+
+class StoreHandle:
+    """A store on a fresh schema, seen synchronously, plus test-only tools."""
+
+    def __init__(self, backend: Backend, driver: str, schema: str) -> None:
+        self.backend = backend
+        self.driver = driver
+        self.schema = schema
+        self.is_async = driver.endswith("-async") or driver == "asyncpg"
+        self._loop: _LoopThread | None = None
+        self._store: Store | AsyncStore
+        if self.is_async:
+            self._loop = _LoopThread()
+            self._store = self._loop.run(
+                _awaited(
+                    connect_async(
+                        backend.dsn,
+                        engine=backend.engine_name,
+                        driver=driver.removesuffix("-async"),
+                        schema=schema,
+                    )
+                )
+            )
+        else:
+            self._store = connect(
+                backend.dsn, engine=backend.engine_name, driver=driver, schema=schema
+            )
+
+    @property
+    def engine(self) -> Any:
+        """The engine instance of the store under test."""
+        return self._store.engine
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._store, name)
+        if not self.is_async:
+            return method  # type: ignore[no-any-return]
+        loop = self._loop
+        assert loop is not None
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return loop.run(method(*args, **kwargs))
+
+        return call
+
+    def run_plan(self, plan: Plan[Any]) -> Any:
+        """Run any plan on the store's own connection."""
+        if isinstance(self._store, AsyncStore):
+            assert self._loop is not None
+            return self._loop.run(self._store._run(plan))  # noqa: SLF001
+        return self._store._run(plan)  # noqa: SLF001
+
+    def sql(self, sql: str, *params: Any) -> list[Row]:
+        """Run one statement (``{s}`` is replaced by the quoted schema); returns its rows."""
+        text = sql.replace("{s}", quote_schema(self.schema))
+        return self.run_plan(single("test-sql", Statement(text, params), lambda rows: rows))  # type: ignore[no-any-return]
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass for every job and queue of this store."""
+        shift = ", ".join(
+            f"{c} = {c} - $1::float8 * interval '1 second'" for c in TIMESTAMP_COLUMNS
+        )
+        self.sql(f"UPDATE {{s}}.job SET {shift}", float(seconds))
+
+    def job_count(self) -> int:
+        """How many jobs the schema holds, in every queue and state."""
+        return int(self.sql("SELECT count(*) AS n FROM {s}.job")[0]["n"])
+
+    def close(self) -> None:
+        """Drop the schema and close the store."""
+        try:
+            self.sql(f"DROP SCHEMA {quote_schema(self.schema)} CASCADE")
+        finally:
+            if isinstance(self._store, AsyncStore):
+                assert self._loop is not None
+                self._loop.run(self._store.close())
+                self._loop.stop()
+            else:
+                self._store.close()
+
+
+def open_handle(backend: Backend, driver: str) -> StoreHandle:
+    """A store through ``driver`` on a schema of its own."""
+    return StoreHandle(backend, driver, f"t_{uuid.uuid4().hex[:16]}")

@@ -1,0 +1,106 @@
+"""The conformance pytest plugin: options, the store fixture, capability markers.
+
+Options (also settable through ``ALKSTORE_DSN`` / ``ALKSTORE_ENGINE`` / ``ALKSTORE_DRIVER``):
+
+- ``--alkstore-dsn``: the database to test; without it a throwaway PostgreSQL cluster is
+  started for the run (and removed afterwards).
+- ``--alkstore-engine``: the engine name (default ``postgres``).
+- ``--alkstore-driver``: ``psycopg``, ``psycopg-async``, ``asyncpg``, ``pg8000``, a comma list
+  of them, or ``all`` (the default): every test runs once per driver.
+
+Each test gets a store on a fresh schema that is dropped afterwards. Tests declare what they
+need with ``@pytest.mark.requires("capability", ...)``; where the engine lacks it the test is
+skipped with the capability and the engine's documented reason.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .harness import (
+    DRIVERS,
+    Backend,
+    StoreHandle,
+    open_handle,
+    skip_reason,
+)
+
+_backend_key = pytest.StashKey[Backend]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """Register the ``--alkstore-*`` options."""
+    group = parser.getgroup("alkstore", "alkstore conformance")
+    group.addoption("--alkstore-dsn", default=os.environ.get("ALKSTORE_DSN"))
+    group.addoption("--alkstore-engine", default=os.environ.get("ALKSTORE_ENGINE", "postgres"))
+    group.addoption(
+        "--alkstore-driver",
+        default=os.environ.get("ALKSTORE_DRIVER", "all"),
+        help=f"one of {', '.join(DRIVERS)}, a comma list, or all",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare the markers."""
+    config.addinivalue_line(
+        "markers", "requires(*capabilities): skip unless the engine has these capabilities"
+    )
+    config.addinivalue_line("markers", "conformance: a test of the shared contract suite")
+
+
+def _drivers(config: pytest.Config) -> list[str]:
+    raw = str(config.getoption("--alkstore-driver"))
+    names = list(DRIVERS) if raw == "all" else [n.strip() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in DRIVERS]
+    if unknown:
+        raise pytest.UsageError(f"--alkstore-driver: unknown {unknown}; choose from {DRIVERS}")
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run every test that uses ``store`` once per selected driver."""
+    if "store" in metafunc.fixturenames:
+        metafunc.parametrize("alkstore_driver", _drivers(metafunc.config), scope="session")
+
+
+@pytest.fixture(scope="session")
+def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The database under test: the given DSN, or a throwaway cluster started now."""
+    config = request.config
+    backend = Backend.start(
+        dsn=config.getoption("--alkstore-dsn"), engine=str(config.getoption("--alkstore-engine"))
+    )
+    try:
+        yield backend
+    finally:
+        backend.stop()
+
+
+@pytest.fixture
+def store(
+    alkstore_backend: Backend, alkstore_driver: str, request: pytest.FixtureRequest
+) -> Iterator[StoreHandle]:
+    """A store on a fresh schema, through the driver under test (sync view of async ones)."""
+    marker = request.node.get_closest_marker("requires")
+    if marker is not None:
+        reason = skip_reason(alkstore_backend.engine_name, marker.args)
+        if reason:
+            pytest.skip(reason)
+    handle = open_handle(alkstore_backend, alkstore_driver)
+    try:
+        yield handle
+    finally:
+        handle.close()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Say what the suite runs against."""
+    dsn: Any = config.getoption("--alkstore-dsn") or "(throwaway cluster)"
+    return [
+        f"alkstore: engine={config.getoption('--alkstore-engine')} "
+        f"drivers={','.join(_drivers(config))} dsn={dsn}"
+    ]

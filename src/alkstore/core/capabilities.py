@@ -1,0 +1,51 @@
+"""Capability flags: one boolean per database capability, named after the capability.
+
+Modelled on SQLAlchemy's dialect ``supports_*`` flags. SQL builders branch on these, never on
+an engine's name; where a capability is missing the engine uses the documented alternative.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class Capabilities:
+    """What a database (as reached through one engine and one driver) can do."""
+
+    skip_locked: bool = True
+    """``FOR UPDATE SKIP LOCKED`` claims; else an atomic ``UPDATE`` with a state recheck."""
+    multi_mutation_cte: bool = True
+    """One statement may change a table twice; else split statements in one transaction."""
+    table_partitioning: bool = True
+    """Declarative ``PARTITION BY LIST``; else one shared job table."""
+    deferrable_constraints: bool = True
+    """``DEFERRABLE`` unique and foreign keys; else immediate constraints."""
+    advisory_locks: bool = True
+    """``pg_advisory_xact_lock``; else a claim row in a lock table."""
+    covering_indexes: bool = True
+    """``CREATE INDEX … INCLUDE``; else plain indexes."""
+    listen_notify: bool = True
+    """``LISTEN``/``NOTIFY`` wake-ups; else polling."""
+    add_column_backfill: bool = True
+    """A migration may write a column in the transaction that added it."""
+    transactional_heartbeat: bool = True
+    """A heartbeat from another session does not abort the worker's transaction."""
+    serialization_retries: bool = False
+    """The default isolation raises SQLSTATE 40001 that clients must retry."""
+    single_connection: bool = False
+    """Every operation must share one connection (an embedded database)."""
+    plpgsql: bool = True
+    """PL/pgSQL functions (used to create per-queue partitions from a bound queue name)."""
+
+    def names(self) -> list[str]:
+        """Every capability name, in declaration order."""
+        return [a.name for a in attrs.fields(type(self))]
+
+    def lacking(self) -> list[str]:
+        """The names of the capabilities that are off (``serialization_retries`` excluded)."""
+        return [
+            name
+            for name in self.names()
+            if not getattr(self, name) and name not in ("serialization_retries", "single_connection")
+        ]

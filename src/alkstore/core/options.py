@@ -1,0 +1,226 @@
+"""Queue and job options: validated at the API edge, resolved job > queue > default.
+
+Validation happens when the option objects are built, so a bad value raises
+:class:`~alkstore.core.errors.InvalidOptions` before anything reaches the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .errors import InvalidOptions
+from .validation import (
+    int_at_least,
+    optional_bool,
+    optional_int,
+    optional_text,
+    queue_name,
+)
+
+DAY = 86_400
+
+
+class Policy(str, enum.Enum):
+    """Queue policies (spec §6). Only ``standard`` is available in this release."""
+
+    STANDARD = "standard"
+    SHORT = "short"
+    SINGLETON = "singleton"
+    STATELY = "stately"
+    EXCLUSIVE = "exclusive"
+    KEY_STRICT_FIFO = "key_strict_fifo"
+
+
+AVAILABLE_POLICIES = frozenset({Policy.STANDARD})
+
+
+def _policy(value: object) -> Policy:
+    try:
+        policy = Policy(value)
+    except ValueError:
+        raise InvalidOptions(
+            "policy", value, f"must be one of {', '.join(p.value for p in Policy)}"
+        ) from None
+    if policy not in AVAILABLE_POLICIES:
+        raise InvalidOptions("policy", value, "only the 'standard' policy is available yet")
+    return policy
+
+
+def _check_delay_max(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    int_at_least(0, optional=True)(inst, attribute, value)
+    if value is not None and inst.retry_backoff is False:
+        raise InvalidOptions(attribute.name, value, "only applies with retry_backoff=True")
+
+
+@attrs.frozen(kw_only=True)
+class QueueOptions:
+    """A queue's settings; every job option here is the default for jobs sent to the queue."""
+
+    retry_limit: int = attrs.field(default=2, validator=int_at_least(0))
+    retry_delay: int = attrs.field(default=0, validator=int_at_least(0))
+    retry_backoff: bool = attrs.field(default=False, validator=optional_bool)
+    retry_delay_max: int | None = attrs.field(default=None, validator=_check_delay_max)
+    expire_seconds: int = attrs.field(default=900, validator=int_at_least(1))
+    heartbeat_seconds: int | None = attrs.field(
+        default=None, validator=int_at_least(10, optional=True)
+    )
+    retention_seconds: int = attrs.field(default=14 * DAY, validator=int_at_least(1))
+    deletion_seconds: int = attrs.field(default=7 * DAY, validator=int_at_least(0))
+    policy: Policy = attrs.field(default=Policy.STANDARD, converter=_policy)
+    dead_letter: str | None = attrs.field(default=None, validator=queue_name)
+    partition: bool = attrs.field(default=False, validator=optional_bool)
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> QueueOptions:
+        """Build from keyword arguments, rejecting unknown names."""
+        _reject_unknown(cls, kwargs)
+        return cls(**kwargs)
+
+    def updated(self, changes: Mapping[str, Any]) -> QueueOptions:
+        """A copy with ``changes`` applied and validated; ``policy`` and ``partition`` are fixed."""
+        _reject_unknown(QueueOptions, changes)
+        for fixed in ("policy", "partition"):
+            if fixed in changes and changes[fixed] != getattr(self, fixed):
+                raise InvalidOptions(fixed, changes[fixed], "cannot change after creation")
+        return attrs.evolve(self, **changes)
+
+    def check_dead_letter(self, name: str) -> None:
+        """Refuse a queue that dead-letters into itself."""
+        if self.dead_letter == name:
+            raise InvalidOptions("dead_letter", self.dead_letter, "may not be the queue itself")
+
+
+def _start_after(value: object) -> dt.datetime | float | None:
+    """Normalise ``start_after``: an aware datetime, or a delay in seconds from the server's now."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise InvalidOptions("start_after", value, "datetime must be timezone-aware")
+        return value
+    if isinstance(value, dt.timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise InvalidOptions(
+            "start_after", value, "must be an aware datetime, a timedelta or seconds >= 0"
+        )
+    return float(value)
+
+
+def _unsupported_yet(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None:
+        raise InvalidOptions(attribute.name, value, "throttling is not available yet")
+
+
+def _job_id(value: object) -> uuid.UUID | None:
+    if value is None or isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        raise InvalidOptions("id", value, "must be a UUID") from None
+
+
+@attrs.frozen(kw_only=True)
+class JobOptions:
+    """Per-job options. ``None`` means: take the queue's value."""
+
+    id: uuid.UUID | None = attrs.field(default=None, converter=_job_id)
+    priority: int | None = attrs.field(default=None, validator=optional_int)
+    start_after: dt.datetime | float | None = attrs.field(default=None, converter=_start_after)
+    retry_limit: int | None = attrs.field(default=None, validator=int_at_least(0, optional=True))
+    retry_delay: int | None = attrs.field(default=None, validator=int_at_least(0, optional=True))
+    retry_backoff: bool | None = attrs.field(default=None, validator=optional_bool)
+    retry_delay_max: int | None = attrs.field(default=None, validator=_check_delay_max)
+    expire_seconds: int | None = attrs.field(default=None, validator=int_at_least(1, optional=True))
+    heartbeat_seconds: int | None = attrs.field(
+        default=None, validator=int_at_least(10, optional=True)
+    )
+    retention_seconds: int | None = attrs.field(
+        default=None, validator=int_at_least(1, optional=True)
+    )
+    deletion_seconds: int | None = attrs.field(
+        default=None, validator=int_at_least(0, optional=True)
+    )
+    singleton_key: str | None = attrs.field(default=None, validator=optional_text(200))
+    singleton_seconds: int | None = attrs.field(default=None, validator=_unsupported_yet)
+    singleton_next_slot: bool | None = attrs.field(default=None, validator=_unsupported_yet)
+    group_id: str | None = attrs.field(default=None, validator=optional_text(200))
+    group_tier: str | None = attrs.field(default=None, validator=optional_text(200))
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> JobOptions:
+        """Build from keyword arguments, rejecting unknown names."""
+        _reject_unknown(cls, kwargs)
+        return cls(**kwargs)
+
+    def resolve(self, queue: QueueOptions) -> ResolvedJobOptions:
+        """Resolve job > queue > default (the engines do the same in SQL, atomically)."""
+
+        def pick(name: str) -> Any:
+            own = getattr(self, name)
+            return getattr(queue, name) if own is None else own
+
+        return ResolvedJobOptions(
+            priority=self.priority or 0,
+            retry_limit=pick("retry_limit"),
+            retry_delay=pick("retry_delay"),
+            retry_backoff=pick("retry_backoff"),
+            retry_delay_max=pick("retry_delay_max"),
+            expire_seconds=pick("expire_seconds"),
+            heartbeat_seconds=pick("heartbeat_seconds"),
+            retention_seconds=pick("retention_seconds"),
+            deletion_seconds=pick("deletion_seconds"),
+        )
+
+
+@attrs.frozen(kw_only=True)
+class ResolvedJobOptions:
+    """The effective settings of one job after resolution."""
+
+    priority: int
+    retry_limit: int
+    retry_delay: int
+    retry_backoff: bool
+    retry_delay_max: int | None
+    expire_seconds: int
+    heartbeat_seconds: int | None
+    retention_seconds: int
+    deletion_seconds: int
+
+
+@attrs.frozen
+class NewJob:
+    """A job about to be sent: its payload (as JSON text) and its options."""
+
+    data_json: str | None
+    options: JobOptions
+
+    @classmethod
+    def build(cls, data: Any, options: JobOptions) -> NewJob:
+        """Serialise ``data`` to JSON now, so a bad payload fails before anything is written."""
+        return cls(dump_json("data", data), options)
+
+
+def dump_json(field: str, value: Any) -> str | None:
+    """JSON text of ``value`` (``None`` stays ``None``), or :class:`InvalidOptions`."""
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOptions(field, value, f"is not JSON-serialisable: {exc}") from None
+
+
+def _reject_unknown(cls: type, kwargs: Mapping[str, Any]) -> None:
+    known = {a.name for a in attrs.fields(cls)}
+    for name in kwargs:
+        if name not in known:
+            raise InvalidOptions(name, kwargs[name], f"unknown option for {cls.__name__}")

@@ -1,0 +1,91 @@
+"""Plans: what an operation executes and how its rows map back to a result.
+
+An operation is written once, as a generator that yields :class:`Statement` objects and
+receives each statement's rows back (the psycopg 3 "generators + waiting" idea). A sync and
+an async runner drive the same generator; they are the only code that differs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, Generic, TypeVar
+
+import attrs
+
+T = TypeVar("T")
+U = TypeVar("U")
+Row = dict[str, Any]
+Steps = Generator["Statement", list[Row], T]
+
+
+@attrs.frozen
+class Statement:
+    """One SQL statement with ``$1``-style placeholders and its bound parameter values."""
+
+    sql: str
+    params: tuple[Any, ...] = ()
+
+
+class Isolation(str, enum.Enum):
+    """Transaction isolation levels a plan may ask for."""
+
+    READ_COMMITTED = "read committed"
+    REPEATABLE_READ = "repeatable read"
+    SERIALIZABLE = "serializable"
+
+
+ErrorMap = Callable[[str | None, str | None], Exception | None]
+"""(sqlstate, constraint name) -> the alkstore error to raise instead, or None."""
+
+
+def no_error_map(_sqlstate: str | None, _constraint: str | None) -> Exception | None:
+    """The default error map: let every driver error pass through unchanged."""
+    return None
+
+
+@attrs.frozen
+class Plan(Generic[T]):
+    """An operation ready to run: its steps, whether they share one transaction, and retries."""
+
+    name: str
+    steps: Callable[[], Steps[T]]
+    transaction: bool = False
+    isolation: Isolation | None = None
+    retry_serialization: bool = False
+    map_error: ErrorMap = no_error_map
+
+    def then(self, mapper: Callable[[T], U]) -> Plan[U]:
+        """The same plan with its result passed through ``mapper``."""
+        inner = self.steps
+
+        def steps() -> Steps[U]:
+            return mapper((yield from inner()))
+
+        return attrs.evolve(self, steps=steps)  # type: ignore[return-value]
+
+
+def single(name: str, statement: Statement, result: Callable[[list[Row]], T], **kw: Any) -> Plan[T]:
+    """A plan of one statement whose rows are mapped by ``result``."""
+
+    def steps() -> Steps[T]:
+        rows = yield statement
+        return result(rows)
+
+    return Plan(name, steps, **kw)
+
+
+def rowcount(rows: Sequence[Row]) -> int:
+    """Result mapper: how many rows came back (the statements ``RETURNING`` one row a change)."""
+    return len(rows)
+
+
+SERIALIZATION_FAILURE = "40001"
+"""SQLSTATE of a serialization failure: the whole transaction may be retried."""
+MAX_SERIALIZATION_RETRIES = 12
+"""How many times a runner retries a plan that hit a serialization failure."""
+
+
+def serialization_pause(attempt: int, jitter: float) -> float:
+    """Seconds to wait before retry ``attempt`` (0-based): capped exponential, full jitter."""
+    return min(1.0, 0.005 * 2**attempt) * jitter

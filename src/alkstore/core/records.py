@@ -1,0 +1,201 @@
+"""The value types returned to users: Job, Queue, QueueStats, MaintenanceReport.
+
+Rows arrive from different drivers and engines with slightly different types (an integer as
+text on CockroachDB, asyncpg's own UUID class, JSON as text); the ``from_row`` builders
+normalise them so every engine/driver pair returns identical values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from .options import Policy, QueueOptions
+from .states import JobState
+
+
+def as_int(value: Any) -> int:
+    """An integer column as int (CockroachDB may send INT8 as text)."""
+    return int(value)
+
+
+def as_opt_int(value: Any) -> int | None:
+    """A nullable integer column."""
+    return None if value is None else int(value)
+
+
+def as_uuid(value: Any) -> uuid.UUID:
+    """A uuid column as :class:`uuid.UUID` (asyncpg has its own UUID class)."""
+    return value if type(value) is uuid.UUID else uuid.UUID(str(value))
+
+
+def as_opt_uuid(value: Any) -> uuid.UUID | None:
+    """A nullable uuid column."""
+    return None if value is None else as_uuid(value)
+
+
+def as_json(value: Any) -> Any:
+    """A JSON column that the engine selected as text."""
+    return None if value is None else json.loads(value)
+
+
+def as_time(value: Any) -> dt.datetime | None:
+    """A timestamptz column as an aware UTC datetime."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    assert isinstance(value, dt.datetime)
+    return value.astimezone(dt.UTC)
+
+
+def as_bool(value: Any) -> bool:
+    """A boolean column (some servers send 't'/'f' text)."""
+    return value in (True, "t", "true", 1) if not isinstance(value, bool) else value
+
+
+@attrs.frozen
+class Job:
+    """A job as stored. ``complete``/``fail``/``touch`` given this object are fenced to its attempt."""
+
+    id: uuid.UUID
+    queue: str
+    data: Any
+    state: JobState
+    priority: int
+    retry_count: int
+    retry_limit: int
+    retry_delay: int
+    retry_backoff: bool
+    retry_delay_max: int | None
+    expire_seconds: int
+    heartbeat_seconds: int | None
+    retention_seconds: int
+    deletion_seconds: int
+    singleton_key: str | None
+    group_id: str | None
+    group_tier: str | None
+    start_after: dt.datetime
+    created_on: dt.datetime
+    started_on: dt.datetime | None
+    completed_on: dt.datetime | None
+    heartbeat_on: dt.datetime | None
+    keep_until: dt.datetime
+    output: Any
+    source_queue: str | None
+    source_id: uuid.UUID | None
+    source_retry_count: int | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Job:
+        """Build from a job row (the engine selects ``data`` and ``output`` as JSON text)."""
+        return cls(
+            id=as_uuid(row["id"]),
+            queue=row["name"],
+            data=as_json(row["data"]),
+            state=JobState(row["state"]),
+            priority=as_int(row["priority"]),
+            retry_count=as_int(row["retry_count"]),
+            retry_limit=as_int(row["retry_limit"]),
+            retry_delay=as_int(row["retry_delay"]),
+            retry_backoff=as_bool(row["retry_backoff"]),
+            retry_delay_max=as_opt_int(row["retry_delay_max"]),
+            expire_seconds=as_int(row["expire_seconds"]),
+            heartbeat_seconds=as_opt_int(row["heartbeat_seconds"]),
+            retention_seconds=as_int(row["retention_seconds"]),
+            deletion_seconds=as_int(row["deletion_seconds"]),
+            singleton_key=row["singleton_key"],
+            group_id=row["group_id"],
+            group_tier=row["group_tier"],
+            start_after=as_time(row["start_after"]),  # type: ignore[arg-type]
+            created_on=as_time(row["created_on"]),  # type: ignore[arg-type]
+            started_on=as_time(row["started_on"]),
+            completed_on=as_time(row["completed_on"]),
+            heartbeat_on=as_time(row["heartbeat_on"]),
+            keep_until=as_time(row["keep_until"]),  # type: ignore[arg-type]
+            output=as_json(row["output"]),
+            source_queue=row["source_queue"],
+            source_id=as_opt_uuid(row["source_id"]),
+            source_retry_count=as_opt_int(row["source_retry_count"]),
+        )
+
+    def sort_key(self) -> tuple[int, dt.datetime, str]:
+        """Fetch order: priority DESC, created_on, id."""
+        return (-self.priority, self.created_on, str(self.id))
+
+
+@attrs.frozen
+class Queue:
+    """A queue and its settings."""
+
+    name: str
+    options: QueueOptions
+    created_on: dt.datetime
+    updated_on: dt.datetime
+
+    @property
+    def policy(self) -> Policy:
+        """The queue's policy."""
+        return self.options.policy
+
+    @property
+    def dead_letter(self) -> str | None:
+        """The dead-letter queue, if any."""
+        return self.options.dead_letter
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Queue:
+        """Build from a queue row."""
+        options = QueueOptions(
+            retry_limit=as_int(row["retry_limit"]),
+            retry_delay=as_int(row["retry_delay"]),
+            retry_backoff=as_bool(row["retry_backoff"]),
+            retry_delay_max=as_opt_int(row["retry_delay_max"]),
+            expire_seconds=as_int(row["expire_seconds"]),
+            heartbeat_seconds=as_opt_int(row["heartbeat_seconds"]),
+            retention_seconds=as_int(row["retention_seconds"]),
+            deletion_seconds=as_int(row["deletion_seconds"]),
+            policy=Policy(row["policy"]),
+            dead_letter=row["dead_letter"],
+            partition=as_bool(row["partition"]),
+        )
+        return cls(
+            name=row["name"],
+            options=options,
+            created_on=as_time(row["created_on"]),  # type: ignore[arg-type]
+            updated_on=as_time(row["updated_on"]),  # type: ignore[arg-type]
+        )
+
+
+@attrs.frozen
+class QueueStats:
+    """Counts per state and the age of the oldest queued job."""
+
+    queue: str
+    counts: dict[JobState, int]
+    oldest_queued_age: dt.timedelta | None
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting (created + retry)."""
+        return self.counts[JobState.CREATED] + self.counts[JobState.RETRY]
+
+    @property
+    def total(self) -> int:
+        """All jobs in the queue."""
+        return sum(self.counts.values())
+
+
+@attrs.frozen
+class MaintenanceReport:
+    """What one maintenance pass did."""
+
+    expired: int = 0
+    heartbeat_expired: int = 0
+    retention_removed: int = 0
+    deleted: int = 0

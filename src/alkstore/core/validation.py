@@ -1,0 +1,85 @@
+"""attrs validators that raise :class:`InvalidOptions` naming the field and the value."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from .errors import InvalidOptions
+
+Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
+
+QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./]{0,99}")
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def is_int(value: object) -> bool:
+    """True for ints that are not bools (``True`` is an int in Python, never a count here)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def int_at_least(minimum: int, *, optional: bool = False) -> Validator:
+    """Validator: an int (not bool) >= ``minimum``; ``None`` allowed when ``optional``."""
+
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None and optional:
+            return
+        if not is_int(value) or value < minimum:
+            raise InvalidOptions(attribute.name, value, f"must be an integer >= {minimum}")
+
+    return check
+
+
+def optional_int(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: ``None`` or an int (not bool)."""
+    if value is not None and not is_int(value):
+        raise InvalidOptions(attribute.name, value, "must be an integer")
+
+
+def optional_bool(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: ``None`` or a bool."""
+    if value is not None and not isinstance(value, bool):
+        raise InvalidOptions(attribute.name, value, "must be a bool")
+
+
+def optional_text(max_length: int) -> Validator:
+    """Validator: ``None`` or a non-empty str of at most ``max_length`` characters."""
+
+    def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value is None:
+            return
+        if not isinstance(value, str) or not value or len(value) > max_length:
+            raise InvalidOptions(
+                attribute.name, value, f"must be a non-empty string of at most {max_length} chars"
+            )
+
+    return check
+
+
+def check_queue_name(name: object, field: str = "queue") -> str:
+    """Return ``name`` if it is a valid queue name, else raise :class:`InvalidOptions`."""
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
+        raise InvalidOptions(
+            field,
+            name,
+            "queue names are 1-100 letters, digits or _ - . / and start with a letter or digit",
+        )
+    return name
+
+
+def queue_name(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator form of :func:`check_queue_name` (``None`` allowed)."""
+    if value is not None:
+        check_queue_name(value, attribute.name)
+
+
+def check_schema_name(name: object) -> str:
+    """Return ``name`` if it is a valid schema identifier, else raise :class:`InvalidOptions`."""
+    if not isinstance(name, str) or not SCHEMA_NAME.fullmatch(name):
+        raise InvalidOptions(
+            "schema", name, "must be 1-63 lowercase letters, digits or _, not starting with a digit"
+        )
+    return name

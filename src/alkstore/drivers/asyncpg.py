@@ -1,0 +1,171 @@
+"""The asyncpg driver: :data:`ASYNC`.
+
+asyncpg speaks PostgreSQL's ``$1`` placeholders natively and parses the DSN itself, so
+statements go to it unchanged. Connections opened from a DSN come from asyncpg's own pool
+(``min_size=0``: opened lazily, by the acquiring task, within ``connect_timeout``); with
+``DriverSettings.prepared_statements`` off its statement cache is disabled.
+
+Transactions are opened with plain ``BEGIN``/``SAVEPOINT`` statements rather than asyncpg's
+``Connection.transaction()``, which refuses to start inside a transaction the caller began
+with a plain ``BEGIN``; whether a savepoint is needed is read from
+``Connection.is_in_transaction()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+from asyncpg.pool import Pool, PoolConnectionProxy
+
+from ..core.plans import Isolation, Row, Statement
+from .base import AsyncSession, AsyncSource, DriverSettings, ErrorInfo
+from .common import transaction_sql
+
+Connection = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+
+CLOSE_TIMEOUT = 10.0
+"""Seconds a graceful close may take before the connections are terminated instead."""
+
+
+class AsyncpgSession:
+    """An :class:`~alkstore.drivers.base.AsyncSession` on one asyncpg connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.connection = conn
+        """The asyncpg connection (or pool connection proxy) statements run on."""
+        self.broken = False
+        """A rollback failed: the connection's state is unknown and it must not be reused."""
+
+    async def execute(self, statement: Statement) -> list[Row]:
+        """Run one statement; rows as dicts (empty for statements without rows)."""
+        records = await self.connection.fetch(statement.sql, *statement.params)
+        return [dict(record.items()) for record in records]
+
+    @asynccontextmanager
+    async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
+        """A transaction (a savepoint when the connection already has one open)."""
+        conn = self.connection
+        sql = transaction_sql(isolation, nested=conn.is_in_transaction())
+        await conn.execute(sql.begin)
+        try:
+            yield
+        except BaseException:
+            try:
+                for rollback in sql.rollback:
+                    await conn.execute(rollback)
+            except BaseException:
+                self.broken = True
+            raise
+        await conn.execute(sql.commit)
+
+
+class _OpenedSource:
+    """Sessions from an asyncpg pool this driver opened."""
+
+    def __init__(self, pool: Pool[asyncpg.Record]) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        async with _pool_session(self._pool) as session:
+            yield session
+
+    async def close(self) -> None:
+        await _close_pool(self._pool)
+
+
+class _AdoptedConnection:
+    """Sessions on the caller's connection, one task at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        async with self._lock:
+            yield AsyncpgSession(self._conn)
+
+    async def close(self) -> None:
+        """Nothing to do: the connection is the caller's."""
+
+
+class _AdoptedPool:
+    """Sessions on connections borrowed from the caller's asyncpg pool."""
+
+    def __init__(self, pool: Pool[asyncpg.Record]) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        async with _pool_session(self._pool) as session:
+            yield session
+
+    async def close(self) -> None:
+        """Nothing to do: the pool is the caller's."""
+
+
+@asynccontextmanager
+async def _pool_session(pool: Pool[asyncpg.Record]) -> AsyncIterator[AsyncpgSession]:
+    async with pool.acquire() as conn:
+        session = AsyncpgSession(conn)
+        try:
+            yield session
+        finally:
+            if session.broken and not conn.is_closed():
+                conn.terminate()  # the pool replaces a closed connection
+
+
+async def _close_pool(pool: Pool[asyncpg.Record]) -> None:
+    # A graceful close waits for every connection to be released and for the server to
+    # answer; it can hang (a lent-out session, an unresponsive server), so bound it.
+    try:
+        await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT)
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        pool.terminate()
+
+
+class AsyncpgDriver:
+    """The asyncpg driver."""
+
+    name = "asyncpg"
+
+    async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
+        """asyncpg's pool of at most ``settings.pool_size`` connections (opened lazily)."""
+        kwargs: dict[str, Any] = {}
+        if not settings.prepared_statements:
+            kwargs["statement_cache_size"] = 0
+        pool: Pool[asyncpg.Record] = await asyncpg.create_pool(
+            dsn,
+            min_size=0,
+            max_size=settings.pool_size,
+            timeout=settings.connect_timeout,
+            server_settings={"application_name": settings.application_name},
+            **kwargs,
+        )
+        return _OpenedSource(pool)
+
+    def adopt(self, native: object) -> AsyncSource | None:
+        """Wrap an ``asyncpg.Connection`` (or pool connection) or ``asyncpg.Pool``, else None."""
+        # asyncpg.Connection's isinstance also accepts a connection acquired from a pool.
+        if isinstance(native, asyncpg.Connection):
+            return _AdoptedConnection(native)
+        if isinstance(native, Pool):
+            return _AdoptedPool(native)
+        return None
+
+    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+        """SQLSTATE and constraint name of an ``asyncpg.PostgresError``, else None."""
+        if not isinstance(exc, asyncpg.PostgresError):
+            return None
+        return ErrorInfo(exc.sqlstate, exc.constraint_name)
+
+
+ASYNC = AsyncpgDriver()
+"""The asyncpg driver."""
+
+__all__ = ["ASYNC", "CLOSE_TIMEOUT", "AsyncpgDriver", "AsyncpgSession"]

@@ -1,0 +1,141 @@
+"""The protocols every driver implements.
+
+A *session* is one database connection that executes :class:`~alkstore.core.plans.Statement`
+objects (SQL with ``$1``-style placeholders; every value a bound parameter) and returns rows as
+dicts. A *source* hands out sessions: a pool the driver opened from a DSN, or a connection or
+pool the caller brought (so that ``send`` joins the caller's transaction).
+
+Parameter values a driver must bind: ``None``, ``bool``, ``int``, ``float``, ``str``,
+:class:`uuid.UUID`, aware :class:`datetime.datetime`, and lists of those (as arrays). The SQL
+always casts every placeholder (``$1::uuid[]``, ``$2::text``), so a driver may send values
+untyped. Rows come back with the driver's natural types; :mod:`alkstore.core.records` evens
+them out.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+from ..core.plans import Isolation, Row, Statement
+
+
+@attrs.frozen(kw_only=True)
+class DriverSettings:
+    """How a driver opens connections for a store."""
+
+    pool_size: int = 10
+    """Most connections open at once (1 when the engine needs a single connection)."""
+    prepared_statements: bool = True
+    """Let the client library prepare statements (off for PGlite's shared session)."""
+    connect_timeout: float = 10.0
+    """Seconds to wait for a connection."""
+    application_name: str = "alkstore"
+
+
+@attrs.frozen
+class ErrorInfo:
+    """What a driver can tell of a database error: its SQLSTATE and constraint name."""
+
+    sqlstate: str | None
+    constraint: str | None
+
+
+class SyncSession(Protocol):
+    """One connection, used by one thread at a time."""
+
+    def execute(self, statement: Statement) -> list[Row]:
+        """Run one statement; rows as dicts (empty for statements without rows)."""
+        ...
+
+    def transaction(self, isolation: Isolation | None = None) -> AbstractContextManager[None]:
+        """A transaction (a savepoint when the caller's connection already has one open)."""
+        ...
+
+
+class AsyncSession(Protocol):
+    """One connection, used by one task at a time."""
+
+    async def execute(self, statement: Statement) -> list[Row]:
+        """Run one statement; rows as dicts (empty for statements without rows)."""
+        ...
+
+    def transaction(self, isolation: Isolation | None = None) -> AbstractAsyncContextManager[None]:
+        """A transaction (a savepoint when the caller's connection already has one open)."""
+        ...
+
+
+class SyncSource(Protocol):
+    """Hands out sessions; ``session()`` blocks while all are in use."""
+
+    def session(self) -> AbstractContextManager[SyncSession]:
+        """Borrow a session for the duration of the ``with`` block."""
+        ...
+
+    def close(self) -> None:
+        """Close what this source opened (never a connection the caller brought)."""
+        ...
+
+
+class AsyncSource(Protocol):
+    """Hands out sessions; ``session()`` waits while all are in use."""
+
+    def session(self) -> AbstractAsyncContextManager[AsyncSession]:
+        """Borrow a session for the duration of the ``async with`` block."""
+        ...
+
+    async def close(self) -> None:
+        """Close what this source opened (never a connection the caller brought)."""
+        ...
+
+
+@runtime_checkable
+class SyncDriver(Protocol):
+    """A sync client library."""
+
+    name: str
+
+    def open(self, dsn: str, settings: DriverSettings) -> SyncSource:
+        """A pool of at most ``settings.pool_size`` connections to ``dsn`` (opened lazily)."""
+        ...
+
+    def adopt(self, native: object) -> SyncSource | None:
+        """Wrap a caller's connection or pool of this library, or None if it is not one."""
+        ...
+
+    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+        """SQLSTATE and constraint of a database error of this library, else None."""
+        ...
+
+
+@runtime_checkable
+class AsyncDriver(Protocol):
+    """An async client library."""
+
+    name: str
+
+    async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
+        """A pool of at most ``settings.pool_size`` connections to ``dsn``."""
+        ...
+
+    def adopt(self, native: object) -> AsyncSource | None:
+        """Wrap a caller's connection or pool of this library, or None if it is not one."""
+        ...
+
+    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+        """SQLSTATE and constraint of a database error of this library, else None."""
+        ...
+
+
+__all__ = [
+    "AsyncDriver",
+    "AsyncSession",
+    "AsyncSource",
+    "DriverSettings",
+    "ErrorInfo",
+    "SyncDriver",
+    "SyncSession",
+    "SyncSource",
+]

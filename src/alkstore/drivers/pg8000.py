@@ -1,0 +1,208 @@
+"""The pg8000 driver: :data:`SYNC`.
+
+Statements run through ``execute_unnamed``, the method every pg8000 connection class
+(``pg8000.native.Connection``, ``pg8000.dbapi.Connection``, the legacy one) inherits from
+``pg8000.core.CoreConnection``: it sends the SQL unchanged, so PostgreSQL's own ``$1``
+placeholders work, repeated or not, and ``%`` is just a character. pg8000 sends every
+parameter as text of unspecified type; the SQL's casts give them their types. Lists go as
+array literals (``{…}``, elements quoted and escaped by pg8000), UUIDs and datetimes as their
+text forms. pg8000 never caches prepared statements on this path, so
+``DriverSettings.prepared_statements`` changes nothing here.
+
+pg8000 has no pool, so connections opened from a DSN are pooled by :mod:`.pool`; it has no
+DSN parser either (see :func:`.common.parse_dsn`) and no transaction helper (see
+:func:`.common.transaction_sql`). Whether a connection is inside a transaction is read from
+the status byte of the server's last ReadyForQuery message, which pg8000 keeps in the
+private ``_transaction_status`` (its dbapi ``Connection`` reads it the same way); pg8000
+offers no public way to ask.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pg8000.core
+import pg8000.exceptions
+import pg8000.native
+
+from ..core.plans import Isolation, Row, Statement
+from .base import DriverSettings, ErrorInfo, SyncSession, SyncSource
+from .common import parse_dsn, transaction_sql
+from .pool import SyncPool
+
+Connection = Any  # pg8000 is untyped; any pg8000.core.CoreConnection
+
+_IN_TRANSACTION = (b"T", b"E")  # ReadyForQuery: in a transaction block / in a failed one
+
+
+def _in_transaction(conn: Connection) -> bool:
+    return getattr(conn, "_transaction_status", None) in _IN_TRANSACTION
+
+
+def _is_open(conn: Connection) -> bool:
+    return getattr(conn, "_usock", None) is not None
+
+
+def _reusable(conn: Connection) -> bool:
+    """Open and not left inside a transaction."""
+    return _is_open(conn) and not _in_transaction(conn)
+
+
+class Pg8000Session:
+    """A :class:`~alkstore.drivers.base.SyncSession` on one pg8000 connection."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.connection = conn
+        """The pg8000 connection statements run on."""
+        self.broken = False
+        """The connection failed below the SQL level; it must not be reused."""
+
+    def execute(self, statement: Statement) -> list[Row]:
+        """Run one statement; rows as dicts (empty for statements without rows)."""
+        conn = self.connection
+        with self._guard():
+            if getattr(conn, "autocommit", True) is False and not _in_transaction(conn):
+                # A dbapi connection outside autocommit: begin as its own cursors would, so
+                # the statement joins the caller's (implicit) transaction instead of committing.
+                conn.execute_simple("BEGIN")
+            context = conn.execute_unnamed(statement.sql, statement.params)
+        if context.rows is None:
+            return []
+        names = [column["name"] for column in context.columns]
+        return [dict(zip(names, row, strict=True)) for row in context.rows]
+
+    @contextmanager
+    def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
+        """A transaction (a savepoint when the connection already has one open)."""
+        sql = transaction_sql(isolation, nested=_in_transaction(self.connection))
+        self._simple(sql.begin)
+        try:
+            yield
+        except BaseException:
+            try:
+                for rollback in sql.rollback:
+                    self._simple(rollback)
+            except BaseException:
+                self.broken = True
+            raise
+        self._simple(sql.commit)
+
+    def _simple(self, sql: str) -> None:
+        with self._guard():
+            self.connection.execute_simple(sql)
+
+    @contextmanager
+    def _guard(self) -> Iterator[None]:
+        # A DatabaseError is the server's answer and leaves the connection usable; anything
+        # else (network error, protocol confusion, interrupt) leaves it in an unknown state.
+        try:
+            yield
+        except pg8000.exceptions.DatabaseError:
+            raise
+        except BaseException:
+            self.broken = True
+            raise
+
+
+class _OpenedSource:
+    """Sessions from a pool this driver opened."""
+
+    def __init__(self, pool: SyncPool[Connection]) -> None:
+        self._pool = pool
+
+    @contextmanager
+    def session(self) -> Iterator[SyncSession]:
+        with self._pool.lease() as lease:
+            session = Pg8000Session(lease.connection)
+            try:
+                yield session
+            finally:
+                lease.discard = session.broken
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _AdoptedConnection:
+    """Sessions on the caller's connection, one thread at a time."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def session(self) -> Iterator[SyncSession]:
+        with self._lock:
+            yield Pg8000Session(self._conn)
+
+    def close(self) -> None:
+        """Nothing to do: the connection is the caller's."""
+
+
+def _ssl_context(sslmode: str | None) -> bool | None:
+    # pg8000: None tries TLS and falls back to plain, True requires TLS (unverified),
+    # False never tries.
+    if sslmode == "disable":
+        return False
+    if sslmode in ("require", "verify-ca", "verify-full"):
+        return True
+    return None
+
+
+class Pg8000Driver:
+    """The pg8000 driver."""
+
+    name = "pg8000"
+
+    def open(self, dsn: str, settings: DriverSettings) -> SyncSource:
+        """A pool of at most ``settings.pool_size`` connections (opened lazily).
+
+        pg8000 connections run each statement in its own transaction unless one is open.
+        """
+        params = parse_dsn(dsn)
+        if params.sslmode in ("verify-ca", "verify-full"):
+            raise ValueError("the pg8000 driver cannot verify server certificates (sslmode)")
+
+        def connect() -> Connection:
+            conn = pg8000.native.Connection(
+                user=params.user,
+                host=params.host,
+                port=params.port,
+                password=params.password,
+                database=params.database,
+                application_name=settings.application_name,
+                ssl_context=_ssl_context(params.sslmode),
+                timeout=settings.connect_timeout,
+            )
+            # pg8000's timeout is the socket's, for the connection's whole life; it is meant
+            # for connecting only, and a long statement (a lock wait) must not time out.
+            conn._usock.settimeout(None)
+            return conn
+
+        def close(conn: Connection) -> None:
+            if _is_open(conn):
+                conn.close()
+
+        return _OpenedSource(SyncPool(connect, close, _reusable, settings.pool_size))
+
+    def adopt(self, native: object) -> SyncSource | None:
+        """Wrap a pg8000 connection (native, dbapi or legacy), else None."""
+        if isinstance(native, pg8000.core.CoreConnection):
+            return _AdoptedConnection(native)
+        return None
+
+    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+        """SQLSTATE (``C``) and constraint (``n``) of a ``pg8000.DatabaseError``, else None."""
+        if not isinstance(exc, pg8000.exceptions.DatabaseError):
+            return None
+        fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+        return ErrorInfo(fields.get("C"), fields.get("n"))
+
+
+SYNC = Pg8000Driver()
+"""The pg8000 driver."""
+
+__all__ = ["SYNC", "Pg8000Driver", "Pg8000Session"]

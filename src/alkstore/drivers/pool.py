@@ -1,0 +1,247 @@
+"""Small connection pools for the drivers whose library has none that fits.
+
+pg8000 has no pool at all. psycopg has psycopg_pool, but its contract differs from the one
+alkstore's sources promise, so the psycopg driver uses these pools too (a caller's own
+psycopg_pool pool can still be adopted):
+
+* here a borrower that finds a free slot opens the connection itself, within
+  ``connect_timeout``, and gets the connection error if that fails; psycopg_pool opens
+  connections on background worker threads, retries failures for ``reconnect_timeout``, and
+  the waiting caller only ever sees a ``PoolTimeout``;
+* here waiting for a *busy* pool has no deadline (a job queue's sessions may be held for
+  a long time); in psycopg_pool one ``timeout`` bounds both the wait and the connect;
+* no worker threads or maintenance tasks, so a store that is never used costs nothing.
+
+asyncpg's own pool already behaves this way (connections are opened lazily, in the
+acquiring task, with a connect timeout) and the asyncpg driver uses it.
+
+The pools are generic over the connection type: a driver supplies how to open, close and
+check a connection. Connections are reused newest-first (the warmest one). A connection is
+discarded instead of kept when the borrower says so (it saw the connection break) or when the
+driver's ``reusable`` check fails (closed, or left inside a transaction).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Generic, TypeVar
+
+from ..core.errors import AlkstoreError
+
+C = TypeVar("C")
+
+
+class PoolClosed(AlkstoreError, RuntimeError):
+    """The pool was closed: it hands out no more connections."""
+
+    def __init__(self) -> None:
+        super().__init__("the connection pool is closed")
+
+
+class Lease(Generic[C]):
+    """A borrowed connection; set :attr:`discard` to have it closed instead of kept."""
+
+    __slots__ = ("connection", "discard")
+
+    def __init__(self, connection: C) -> None:
+        self.connection = connection
+        """The borrowed connection."""
+        self.discard = False
+        """Close the connection on return (the borrower saw it break)."""
+
+
+class SyncPool(Generic[C]):
+    """At most ``size`` connections, opened on demand by the borrowing thread."""
+
+    def __init__(
+        self,
+        connect: Callable[[], C],
+        close: Callable[[C], None],
+        reusable: Callable[[C], bool],
+        size: int,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"pool size must be at least 1, not {size}")
+        self._connect = connect
+        self._close = close
+        self._reusable = reusable
+        self._size = size
+        self._idle: list[C] = []
+        self._open = 0  # connections open or being opened, idle or lent out
+        self._closed = False
+        self._cond = threading.Condition()
+
+    @property
+    def size(self) -> int:
+        """The most connections open at once."""
+        return self._size
+
+    @contextmanager
+    def lease(self) -> Iterator[Lease[C]]:
+        """Borrow a connection for the ``with`` block; blocks while all are lent out.
+
+        Opening a new connection raises what the driver's ``connect`` raises (its own
+        connect timeout applies); waiting for a busy pool has no deadline.
+        """
+        lease = Lease(self._borrow())
+        try:
+            yield lease
+        finally:
+            self._give_back(lease)
+
+    def _borrow(self) -> C:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise PoolClosed()
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._size:
+                    self._open += 1
+                    break
+                self._cond.wait()
+        try:
+            return self._connect()
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def _give_back(self, lease: Lease[C]) -> None:
+        conn = lease.connection
+        keep = not lease.discard and _safe_check(self._reusable, conn)
+        with self._cond:
+            if keep and not self._closed:
+                self._idle.append(conn)
+                self._cond.notify()
+                return
+            self._open -= 1
+            self._cond.notify()
+        _safe_close(self._close, conn)
+
+    def close(self) -> None:
+        """Close idle connections now and lent ones when they come back; wake all waiters."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._cond.notify_all()
+        for conn in idle:
+            _safe_close(self._close, conn)
+
+
+class AsyncPool(Generic[C]):
+    """At most ``size`` connections, opened on demand by the borrowing task."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Awaitable[C]],
+        close: Callable[[C], Awaitable[None]],
+        reusable: Callable[[C], bool],
+        size: int,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"pool size must be at least 1, not {size}")
+        self._connect = connect
+        self._close = close
+        self._reusable = reusable
+        self._size = size
+        self._idle: list[C] = []
+        self._open = 0
+        self._closed = False
+        self._cond = asyncio.Condition()
+
+    @property
+    def size(self) -> int:
+        """The most connections open at once."""
+        return self._size
+
+    @asynccontextmanager
+    async def lease(self) -> AsyncIterator[Lease[C]]:
+        """Borrow a connection for the ``async with`` block; waits while all are lent out.
+
+        Opening a new connection raises what the driver's ``connect`` raises (its own
+        connect timeout applies); waiting for a busy pool has no deadline.
+        """
+        lease = Lease(await self._borrow())
+        try:
+            yield lease
+        finally:
+            await self._give_back(lease)
+
+    async def _borrow(self) -> C:
+        async with self._cond:
+            while True:
+                if self._closed:
+                    raise PoolClosed()
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._size:
+                    self._open += 1
+                    break
+                await self._cond.wait()
+        try:
+            return await self._connect()
+        except BaseException:
+            # Also on cancellation: give the slot back. Plain bookkeeping, no await needed
+            # until the notify, which wakes every waiter so none misses the freed slot.
+            self._open -= 1
+            await self._notify_all()
+            raise
+
+    async def _give_back(self, lease: Lease[C]) -> None:
+        conn = lease.connection
+        keep = not lease.discard and _safe_check(self._reusable, conn)
+        if keep and not self._closed:
+            self._idle.append(conn)
+        else:
+            self._open -= 1
+        # notify_all, not notify: on Python < 3.13 a waiter cancelled just after being
+        # notified swallows the wake-up, and another waiter would sleep on a free slot.
+        discarded = not keep or self._closed
+        try:
+            await self._notify_all()
+        finally:
+            if discarded:
+                await _safe_aclose(self._close, conn)
+
+    async def _notify_all(self) -> None:
+        # Shielded so that a cancelled borrower still wakes the others.
+        await asyncio.shield(self._locked_notify_all())
+
+    async def _locked_notify_all(self) -> None:
+        async with self._cond:
+            self._cond.notify_all()
+
+    async def close(self) -> None:
+        """Close idle connections now and lent ones when they come back; wake all waiters."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        self._open -= len(idle)
+        await self._notify_all()
+        for conn in idle:
+            await _safe_aclose(self._close, conn)
+
+
+def _safe_check(reusable: Callable[[C], bool], conn: C) -> bool:
+    try:
+        return reusable(conn)
+    except Exception:
+        return False
+
+
+def _safe_close(close: Callable[[C], None], conn: C) -> None:
+    with suppress(Exception):  # a broken connection may fail to close; it is gone either way
+        close(conn)
+
+
+async def _safe_aclose(close: Callable[[C], Awaitable[None]], conn: C) -> None:
+    with suppress(Exception):
+        await close(conn)
+
+
+__all__ = ["AsyncPool", "Lease", "PoolClosed", "SyncPool"]

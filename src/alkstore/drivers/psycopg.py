@@ -1,0 +1,325 @@
+"""The psycopg 3 drivers: :data:`SYNC` and :data:`ASYNC`.
+
+Statements run on a ``RawCursor`` (psycopg ≥ 3.2), which sends the SQL to the server as it is,
+with PostgreSQL's own ``$1`` placeholders: no rewriting to ``%s``, a placeholder may appear
+more than once, and a literal ``%`` needs no escaping. Parameters are bound server-side and
+psycopg prepares statements it sees often (``prepare_threshold``), unless
+``DriverSettings.prepared_statements`` is off.
+
+Connections opened from a DSN are autocommit and pooled by :mod:`.pool` (see there why not
+psycopg_pool). A caller's connection is used as it is: its autocommit setting is never
+changed and it is never committed outside a ``transaction()`` block, so statements join the
+caller's transaction. Connections borrowed from a caller's psycopg_pool pool are switched to
+autocommit while borrowed (and back before they are returned), so that statements outside a
+``transaction()`` block commit on their own as they do on an opened pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+from psycopg.rows import dict_row
+
+from ..core.plans import Isolation, Row, Statement
+from .base import AsyncSession, AsyncSource, DriverSettings, ErrorInfo, SyncSession, SyncSource
+from .common import set_isolation_sql
+from .pool import AsyncPool, SyncPool
+
+SyncConnection = psycopg.Connection[Any]
+AsyncConnection = psycopg.AsyncConnection[Any]
+
+
+def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {
+        "autocommit": True,
+        # libpq counts whole seconds (and at least 2); round up so the deadline is never short.
+        "connect_timeout": max(1, math.ceil(settings.connect_timeout)),
+        "application_name": settings.application_name,
+    }
+    if not settings.prepared_statements:
+        kwargs["prepare_threshold"] = None
+    return kwargs
+
+
+def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
+    """Open, not broken, and not left inside a transaction."""
+    return (
+        not conn.closed
+        and not conn.broken
+        and conn.info.transaction_status == TransactionStatus.IDLE
+    )
+
+
+# --- sync ---------------------------------------------------------------------------------
+
+
+class PsycopgSession:
+    """A :class:`~alkstore.drivers.base.SyncSession` on one psycopg connection."""
+
+    def __init__(self, conn: SyncConnection) -> None:
+        self.connection = conn
+        """The psycopg connection statements run on."""
+
+    def execute(self, statement: Statement) -> list[Row]:
+        """Run one statement; rows as dicts (empty for statements without rows)."""
+        with psycopg.RawCursor(self.connection, row_factory=dict_row) as cur:
+            cur.execute(statement.sql, statement.params)
+            if cur.description is None:
+                return []
+            return cur.fetchall()
+
+    @contextmanager
+    def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
+        """A transaction (a savepoint when the connection already has one open)."""
+        conn = self.connection
+        nested = conn.info.transaction_status != TransactionStatus.IDLE
+        with conn.transaction():
+            if isolation is not None and not nested:
+                conn.execute(set_isolation_sql(isolation))
+            yield
+
+
+class _OpenedSource:
+    """Sessions from a pool this driver opened."""
+
+    def __init__(self, pool: SyncPool[SyncConnection]) -> None:
+        self._pool = pool
+
+    @contextmanager
+    def session(self) -> Iterator[SyncSession]:
+        with self._pool.lease() as lease:
+            yield PsycopgSession(lease.connection)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _AdoptedConnection:
+    """Sessions on the caller's connection, one thread at a time."""
+
+    def __init__(self, conn: SyncConnection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def session(self) -> Iterator[SyncSession]:
+        with self._lock:
+            yield PsycopgSession(self._conn)
+
+    def close(self) -> None:
+        """Nothing to do: the connection is the caller's."""
+
+
+class _AdoptedPool:
+    """Sessions on connections borrowed from the caller's psycopg_pool pool."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    @contextmanager
+    def session(self) -> Iterator[SyncSession]:
+        conn: SyncConnection
+        with self._pool.connection() as conn:
+            switched = not conn.autocommit
+            if switched:
+                conn.autocommit = True
+            try:
+                yield PsycopgSession(conn)
+            finally:
+                if switched:
+                    if _reusable(conn):
+                        conn.autocommit = False
+                    elif not conn.closed:
+                        conn.close()  # the pool replaces a closed connection
+
+    def close(self) -> None:
+        """Nothing to do: the pool is the caller's."""
+
+
+class PsycopgSyncDriver:
+    """The psycopg 3 sync driver."""
+
+    name = "psycopg"
+
+    def open(self, dsn: str, settings: DriverSettings) -> SyncSource:
+        """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
+        kwargs = _connect_kwargs(settings)
+
+        def connect() -> SyncConnection:
+            return psycopg.Connection.connect(dsn, **kwargs)
+
+        def close(conn: SyncConnection) -> None:
+            conn.close()
+
+        return _OpenedSource(SyncPool(connect, close, _reusable, settings.pool_size))
+
+    def adopt(self, native: object) -> SyncSource | None:
+        """Wrap a ``psycopg.Connection`` or a ``psycopg_pool.ConnectionPool``, else None."""
+        if isinstance(native, psycopg.Connection):
+            return _AdoptedConnection(native)
+        pool_class = _pool_class("ConnectionPool")
+        if pool_class is not None and isinstance(native, pool_class):
+            return _AdoptedPool(native)
+        return None
+
+    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+        """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
+        return _error_info(exc)
+
+
+# --- async --------------------------------------------------------------------------------
+
+
+class AsyncPsycopgSession:
+    """An :class:`~alkstore.drivers.base.AsyncSession` on one psycopg async connection."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.connection = conn
+        """The psycopg connection statements run on."""
+
+    async def execute(self, statement: Statement) -> list[Row]:
+        """Run one statement; rows as dicts (empty for statements without rows)."""
+        async with psycopg.AsyncRawCursor(self.connection, row_factory=dict_row) as cur:
+            await cur.execute(statement.sql, statement.params)
+            if cur.description is None:
+                return []
+            return await cur.fetchall()
+
+    @asynccontextmanager
+    async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
+        """A transaction (a savepoint when the connection already has one open)."""
+        conn = self.connection
+        nested = conn.info.transaction_status != TransactionStatus.IDLE
+        async with conn.transaction():
+            if isolation is not None and not nested:
+                await conn.execute(set_isolation_sql(isolation))
+            yield
+
+
+class _AsyncOpenedSource:
+    """Sessions from a pool this driver opened."""
+
+    def __init__(self, pool: AsyncPool[AsyncConnection]) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        async with self._pool.lease() as lease:
+            yield AsyncPsycopgSession(lease.connection)
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+
+class _AsyncAdoptedConnection:
+    """Sessions on the caller's connection, one task at a time."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+        self._lock = asyncio.Lock()
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        async with self._lock:
+            yield AsyncPsycopgSession(self._conn)
+
+    async def close(self) -> None:
+        """Nothing to do: the connection is the caller's."""
+
+
+class _AsyncAdoptedPool:
+    """Sessions on connections borrowed from the caller's psycopg_pool async pool."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[AsyncSession]:
+        conn: AsyncConnection
+        async with self._pool.connection() as conn:
+            switched = not conn.autocommit
+            if switched:
+                await conn.set_autocommit(True)
+            try:
+                yield AsyncPsycopgSession(conn)
+            finally:
+                if switched:
+                    if _reusable(conn):
+                        await conn.set_autocommit(False)
+                    elif not conn.closed:
+                        await conn.close()  # the pool replaces a closed connection
+
+    async def close(self) -> None:
+        """Nothing to do: the pool is the caller's."""
+
+
+class PsycopgAsyncDriver:
+    """The psycopg 3 async driver."""
+
+    name = "psycopg"
+
+    async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
+        """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
+        kwargs = _connect_kwargs(settings)
+
+        async def connect() -> AsyncConnection:
+            return await psycopg.AsyncConnection.connect(dsn, **kwargs)
+
+        async def close(conn: AsyncConnection) -> None:
+            await conn.close()
+
+        return _AsyncOpenedSource(AsyncPool(connect, close, _reusable, settings.pool_size))
+
+    def adopt(self, native: object) -> AsyncSource | None:
+        """Wrap a ``psycopg.AsyncConnection`` or ``psycopg_pool.AsyncConnectionPool``, else None."""
+        if isinstance(native, psycopg.AsyncConnection):
+            return _AsyncAdoptedConnection(native)
+        pool_class = _pool_class("AsyncConnectionPool")
+        if pool_class is not None and isinstance(native, pool_class):
+            return _AsyncAdoptedPool(native)
+        return None
+
+    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+        """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
+        return _error_info(exc)
+
+
+# --- shared -------------------------------------------------------------------------------
+
+
+def _pool_class(name: str) -> type | None:
+    try:
+        import psycopg_pool
+    except ImportError:  # psycopg_pool is optional: without it nobody can bring a pool
+        return None
+    cls = getattr(psycopg_pool, name)
+    assert isinstance(cls, type)
+    return cls
+
+
+def _error_info(exc: BaseException) -> ErrorInfo | None:
+    if not isinstance(exc, psycopg.DatabaseError):
+        return None
+    return ErrorInfo(exc.sqlstate, exc.diag.constraint_name)
+
+
+SYNC = PsycopgSyncDriver()
+"""The psycopg 3 sync driver."""
+ASYNC = PsycopgAsyncDriver()
+"""The psycopg 3 async driver."""
+
+__all__ = [
+    "ASYNC",
+    "SYNC",
+    "AsyncPsycopgSession",
+    "PsycopgAsyncDriver",
+    "PsycopgSession",
+    "PsycopgSyncDriver",
+]

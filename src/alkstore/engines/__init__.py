@@ -1,0 +1,41 @@
+"""The engine registry: built-in engines by name, third-party ones by entry point.
+
+A third-party engine is a subclass of :class:`~alkstore.engines.postgres.PostgresEngine`
+registered under the ``alkstore.engines`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import importlib
+from importlib.metadata import entry_points
+
+from ..core.errors import InvalidOptions
+from .postgres import PostgresEngine
+
+BUILTIN = {
+    "postgres": "alkstore.engines.postgres:PostgresEngine",
+    "pglite": "alkstore.engines.pglite:PGliteEngine",
+}
+"""Built-in engine name -> ``module:class``."""
+
+
+def available() -> list[str]:
+    """Names of every engine this installation can use."""
+    names = set(BUILTIN)
+    names.update(ep.name for ep in entry_points(group="alkstore.engines"))
+    return sorted(names)
+
+
+def engine_class(name: str) -> type[PostgresEngine]:
+    """The engine class registered as ``name``."""
+    if name in BUILTIN:
+        module, attr = BUILTIN[name].split(":")
+        cls = getattr(importlib.import_module(module), attr)
+    else:
+        found = [ep for ep in entry_points(group="alkstore.engines") if ep.name == name]
+        if not found:
+            raise InvalidOptions("engine", name, f"known engines are {', '.join(available())}")
+        cls = found[0].load()
+    if not (isinstance(cls, type) and issubclass(cls, PostgresEngine)):
+        raise InvalidOptions("engine", name, "is not a PostgresEngine subclass")
+    return cls

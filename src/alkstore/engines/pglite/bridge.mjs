@@ -1,0 +1,459 @@
+#!/usr/bin/env node
+// alkstore PGlite bridge.
+//
+// Runs PGlite (PostgreSQL compiled to WASM) inside this Node.js process and
+// serves it over the PostgreSQL wire protocol with @electric-sql/pglite-socket.
+// Started and owned by alkstore.engines.pglite.bridge (Python).
+//
+// Usage:
+//   node bridge.mjs [--data-dir DIR] [--host 127.0.0.1] [--port 0]
+//                   [--max-connections 1] [--queue-timeout 30] [--no-stdin-watch]
+//
+// Protocol with the parent:
+//   * stdout carries exactly one JSON line, then nothing else:
+//       {"ready":true,"port":54321,"host":"127.0.0.1","pid":123,
+//        "pglite":"0.5.14","pglite_socket":"0.2.17","postgres":"18.6",
+//        "data_dir":"/abs/dir" | null,"max_connections":1,"startup_ms":812}
+//     or, on failure before readiness,
+//       {"ready":false,"error":"..."}   followed by a non-zero exit.
+//   * All diagnostics go to stderr.
+//   * When stdin reaches EOF (the parent closed it, or the parent died and the
+//     kernel closed the pipe) the bridge stops the server, closes PGlite so a
+//     persistent data directory is left consistent, and exits 0.
+//     SIGTERM, SIGINT and SIGHUP do the same.
+
+import { readFileSync } from 'node:fs'
+import path from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const SHUTDOWN_STEP_MS = 8000
+const SHUTDOWN_HARD_MS = 20000
+// Sockets beyond the active limit wait in a queue; beyond this many, Node drops them.
+const MAX_QUEUED_CONNECTIONS = 64
+
+let readyPrinted = false
+let failed = false
+let db = null
+let server = null
+let gate = null
+let startup = null
+let shuttingDown = null
+
+function log(...parts) {
+  try {
+    process.stderr.write(`[alkstore-pglite-bridge ${process.pid}] ${parts.join(' ')}\n`)
+  } catch {
+    // stderr gone: nothing useful left to do
+  }
+}
+
+function emitLine(obj) {
+  // One JSON line on stdout; the parent reads exactly one.
+  process.stdout.write(JSON.stringify(obj) + '\n')
+}
+
+function fail(message, code = 1) {
+  if (failed) return
+  failed = true
+  if (!readyPrinted) {
+    try {
+      emitLine({ ready: false, error: message })
+    } catch {
+      // stdout gone
+    }
+  }
+  log('error:', message)
+  process.exitCode = code
+  // A shutdown in progress exits by itself; otherwise exit once stdout drained.
+  if (!shuttingDown) setTimeout(() => process.exit(code), 50).unref()
+}
+
+function errorText(err) {
+  if (err instanceof Error) return err.message || String(err)
+  return String(err)
+}
+
+function parseArgs(argv) {
+  const opts = {
+    dataDir: null,
+    host: '127.0.0.1',
+    port: 0,
+    maxConnections: 1,
+    queueTimeoutMs: 30000,
+    stdinWatch: true,
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]
+    const eq = arg.indexOf('=')
+    const name = eq >= 0 ? arg.slice(0, eq) : arg
+    const takeValue = () => {
+      if (eq >= 0) return arg.slice(eq + 1)
+      if (i + 1 >= argv.length) throw new Error(`option ${name} needs a value`)
+      return argv[++i]
+    }
+    switch (name) {
+      case '--data-dir': {
+        const v = takeValue()
+        opts.dataDir = v === '' ? null : v
+        break
+      }
+      case '--host':
+        opts.host = takeValue()
+        break
+      case '--port': {
+        const v = Number(takeValue())
+        if (!Number.isInteger(v) || v < 0 || v > 65535) throw new Error(`bad --port: ${v}`)
+        opts.port = v
+        break
+      }
+      case '--max-connections': {
+        const v = Number(takeValue())
+        if (!Number.isInteger(v) || v < 1) throw new Error(`bad --max-connections: ${v}`)
+        opts.maxConnections = v
+        break
+      }
+      case '--queue-timeout': {
+        const v = Number(takeValue())
+        if (!Number.isFinite(v) || v < 0) throw new Error(`bad --queue-timeout: ${v}`)
+        opts.queueTimeoutMs = Math.round(v * 1000)
+        break
+      }
+      case '--no-stdin-watch':
+        opts.stdinWatch = false
+        break
+      default:
+        throw new Error(`unknown argument: ${arg}`)
+    }
+  }
+  return opts
+}
+
+function packageVersion(specifier) {
+  // The packages' "exports" maps do not expose package.json, so locate it from
+  // the resolved entry point (…/node_modules/<pkg>/dist/index.js).
+  try {
+    let dir = path.dirname(fileURLToPath(import.meta.resolve(specifier)))
+    for (let i = 0; i < 4; i++) {
+      try {
+        const pkg = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8'))
+        if (pkg.name === specifier) return pkg.version
+      } catch {
+        // keep walking up
+      }
+      dir = path.dirname(dir)
+    }
+  } catch {
+    // fall through
+  }
+  return null
+}
+
+function withTimeout(promise, ms, what) {
+  let timer
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms)
+  })
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer))
+}
+
+let opts
+try {
+  opts = parseArgs(process.argv.slice(2))
+} catch (err) {
+  fail(errorText(err), 2)
+}
+
+
+async function shutdown(reason, code = 0) {
+  if (shuttingDown) return shuttingDown
+  log(`shutting down (${reason})`)
+  // Never hang: whatever happens, exit after SHUTDOWN_HARD_MS.
+  setTimeout(() => {
+    log('shutdown took too long, exiting')
+    process.exit(code || 1)
+  }, SHUTDOWN_HARD_MS).unref()
+  shuttingDown = (async () => {
+    let exitCode = code
+    if (startup) {
+      // Let an in-flight initdb finish so a data directory is not left half made.
+      try {
+        await withTimeout(startup.catch(() => {}), SHUTDOWN_STEP_MS, 'startup')
+      } catch (err) {
+        log(errorText(err))
+      }
+    }
+    if (!readyPrinted && !failed) {
+      failed = true
+      try {
+        emitLine({ ready: false, error: `stopped before ready (${reason})` })
+      } catch {
+        // stdout gone
+      }
+      exitCode = exitCode || 1
+    }
+    if (server) {
+      try {
+        const stopped = server.stop()
+        // Clients still connected: close them, do not wait for them.
+        if (gate) setImmediate(() => gate.destroyAll())
+        await withTimeout(stopped, SHUTDOWN_STEP_MS, 'socket server stop')
+      } catch (err) {
+        log('server stop failed:', errorText(err))
+        exitCode = exitCode || 1
+      }
+    }
+    if (db && !db.closed) {
+      try {
+        await withTimeout(db.close(), SHUTDOWN_STEP_MS, 'PGlite close')
+      } catch (err) {
+        log('PGlite close failed:', errorText(err))
+        exitCode = exitCode || 1
+      }
+    }
+    log('bye')
+    process.exit(failed ? exitCode || 1 : exitCode)
+  })()
+  return shuttingDown
+}
+
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP']) {
+  process.on(sig, () => void shutdown(sig))
+}
+
+// The parent's death closes our stdout pipe; never crash on EPIPE.
+process.stdout.on('error', (err) => log('stdout error:', errorText(err)))
+
+process.on('uncaughtException', (err) => {
+  log('uncaught exception:', err && err.stack ? err.stack : errorText(err))
+  if (!readyPrinted) {
+    fail(errorText(err), 1)
+  } else {
+    void shutdown('uncaught exception', 1)
+  }
+})
+
+process.on('unhandledRejection', (err) => {
+  // pglite-socket detaches handlers without awaiting; keep serving but record it.
+  log('unhandled rejection:', err && err.stack ? err.stack : errorText(err))
+  if (!readyPrinted) fail(errorText(err), 1)
+})
+
+function errorResponse(sqlstate, message) {
+  // PostgreSQL ErrorResponse ('E'), severity FATAL.
+  const fields = [
+    ['S', 'FATAL'],
+    ['V', 'FATAL'],
+    ['C', sqlstate],
+    ['M', message],
+  ]
+  const body = Buffer.concat([
+    ...fields.map(([k, v]) => Buffer.concat([Buffer.from(k), Buffer.from(v, 'utf8'), Buffer.alloc(1)])),
+    Buffer.alloc(1),
+  ])
+  const head = Buffer.alloc(5)
+  head.write('E', 0)
+  head.writeInt32BE(body.length + 4, 1)
+  return Buffer.concat([head, body])
+}
+
+// PGlite is a single backend session. pglite-socket (0.2.x) refuses a client
+// beyond `maxConnections` by closing it at once, and it frees a slot only a
+// tick after the previous client's socket closed, so a client that disconnects
+// and immediately reconnects is refused now and then. This gate makes extra
+// clients wait (paused, their bytes buffered by Node) until a slot is free,
+// and answers a proper FATAL 53300 if none frees up within the queue timeout.
+function installConnectionGate(srv, limit, queueTimeoutMs) {
+  if (typeof srv.handleConnection !== 'function') return null
+  const original = srv.handleConnection.bind(srv)
+  const sockets = new Set()
+  const waiting = []
+  let active = 0
+
+  const admit = (socket) => {
+    active++
+    let released = false
+    original(socket)
+    // Registered after pglite-socket's own 'close' listener so that its
+    // handler bookkeeping (also deferred with setImmediate) runs first.
+    socket.once('close', () => {
+      if (released) return
+      released = true
+      setImmediate(() => {
+        active--
+        admitWaiting()
+      })
+    })
+  }
+
+  const admitWaiting = () => {
+    while (active < limit && waiting.length > 0) {
+      const entry = waiting.shift()
+      clearTimeout(entry.timer)
+      entry.socket.removeListener('close', entry.onClose)
+      if (entry.socket.destroyed) continue
+      admit(entry.socket)
+    }
+  }
+
+  const refuse = (socket) => {
+    // The client may be waiting for the answer to an SSLRequest/GSSENCRequest
+    // first: answer 'N' to those, then send the error once it sends its
+    // StartupMessage, so that it shows our message rather than a protocol error.
+    const error = errorResponse(
+      '53300',
+      `sorry, too many clients already: this PGlite bridge serves ${limit} ` +
+        `connection(s) at a time and none became free within ${queueTimeoutMs} ms`,
+    )
+    let buf = Buffer.alloc(0)
+    let done = false
+    const finish = () => {
+      if (done) return
+      done = true
+      socket.removeAllListeners('data')
+      socket.end(error)
+      setTimeout(() => socket.destroy(), 1000).unref()
+    }
+    socket.on('error', () => socket.destroy())
+    socket.on('data', (chunk) => {
+      buf = Buffer.concat([buf, chunk])
+      while (!done && buf.length >= 8) {
+        const len = buf.readInt32BE(0)
+        const code = buf.readInt32BE(4)
+        if (len === 8 && (code === 80877103 || code === 80877104)) {
+          socket.write('N')
+          buf = buf.subarray(8)
+        } else {
+          finish()
+        }
+      }
+    })
+    socket.resume()
+    setTimeout(finish, 2000).unref()
+  }
+
+  srv.handleConnection = (socket) => {
+    if (shuttingDown) {
+      socket.destroy()
+      return
+    }
+    sockets.add(socket)
+    socket.once('close', () => sockets.delete(socket))
+    if (active < limit && waiting.length === 0) {
+      admit(socket)
+      return
+    }
+    const entry = { socket }
+    const drop = () => {
+      const i = waiting.indexOf(entry)
+      if (i >= 0) waiting.splice(i, 1)
+    }
+    entry.onClose = () => {
+      clearTimeout(entry.timer)
+      drop()
+    }
+    entry.timer = setTimeout(() => {
+      drop()
+      socket.removeListener('close', entry.onClose)
+      log(`refusing a connection that waited ${queueTimeoutMs} ms for a free slot`)
+      refuse(socket)
+    }, queueTimeoutMs)
+    socket.once('close', entry.onClose)
+    waiting.push(entry)
+  }
+
+  return {
+    // Forcibly close every client socket (used on shutdown so that the
+    // server's close() does not wait for idle or queued clients).
+    destroyAll() {
+      for (const entry of waiting.splice(0)) clearTimeout(entry.timer)
+      for (const socket of sockets) socket.destroy()
+    },
+  }
+}
+
+async function main() {
+  const t0 = Date.now()
+  if (opts.stdinWatch) {
+    // EOF on stdin == parent is gone or asked us to stop.
+    process.stdin.on('end', () => void shutdown('stdin closed'))
+    process.stdin.on('close', () => void shutdown('stdin closed'))
+    process.stdin.on('error', () => void shutdown('stdin error'))
+    process.stdin.on('data', () => {}) // ignore anything written
+    process.stdin.resume()
+  }
+
+  const { PGlite } = await import('@electric-sql/pglite')
+  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
+
+  let dataDir = null
+  if (opts.dataDir !== null) {
+    dataDir = path.resolve(opts.dataDir)
+  }
+  // A plain path selects PGlite's NodeFS (a real directory on disk);
+  // no argument selects the in-memory filesystem.
+  db = dataDir === null ? await PGlite.create() : await PGlite.create({ dataDir })
+  if (shuttingDown) return
+
+  const versionRes = await db.query("SELECT current_setting('server_version') AS v")
+  const postgresVersion = versionRes.rows[0]?.v ?? null
+
+  server = new PGLiteSocketServer({
+    db,
+    host: opts.host,
+    port: opts.port,
+    // The gate below enforces opts.maxConnections; this is the hard cap on
+    // accepted sockets including queued ones (it is also Node's server cap).
+    maxConnections: opts.maxConnections + MAX_QUEUED_CONNECTIONS,
+  })
+  gate = installConnectionGate(server, opts.maxConnections, opts.queueTimeoutMs)
+  if (gate === null) {
+    // Unknown pglite-socket internals: fall back to its own (racy) limit.
+    log('connection gate unavailable; extra connections are refused immediately')
+    server = new PGLiteSocketServer({
+      db,
+      host: opts.host,
+      port: opts.port,
+      maxConnections: opts.maxConnections,
+    })
+  }
+  let boundPort = null
+  server.addEventListener('listening', (ev) => {
+    if (ev.detail && typeof ev.detail.port === 'number') boundPort = ev.detail.port
+  })
+  server.addEventListener('error', (ev) => {
+    log('socket server error:', errorText(ev.detail))
+  })
+  await server.start()
+  if (boundPort === null) {
+    // Fallback: "host:port" string.
+    const conn = server.getServerConn()
+    const m = /:(\d+)$/.exec(conn)
+    if (m) boundPort = Number(m[1])
+  }
+  if (!boundPort) throw new Error(`could not determine the bound port (${server.getServerConn()})`)
+  if (shuttingDown) return
+
+  readyPrinted = true
+  emitLine({
+    ready: true,
+    port: boundPort,
+    host: opts.host,
+    pid: process.pid,
+    pglite: packageVersion('@electric-sql/pglite'),
+    pglite_socket: packageVersion('@electric-sql/pglite-socket'),
+    postgres: postgresVersion,
+    data_dir: dataDir,
+    max_connections: opts.maxConnections,
+    startup_ms: Date.now() - t0,
+  })
+  log(`ready on ${opts.host}:${boundPort} (data dir: ${dataDir ?? 'memory'})`)
+}
+
+if (opts && !failed) {
+  startup = main()
+  startup.catch((err) => {
+    fail(errorText(err), 1)
+    // Best effort: release PGlite if it was created.
+    if (!shuttingDown && db && !db.closed) db.close().catch(() => {})
+  })
+}

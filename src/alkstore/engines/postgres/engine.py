@@ -1,0 +1,695 @@
+"""The PostgreSQL engine: the SQL of every operation, written against capabilities.
+
+Derived engines (CockroachDB, YugabyteDB, Citus, PGlite) subclass :class:`PostgresEngine`,
+declare their :class:`~alkstore.core.capabilities.Capabilities` and override only the few
+statements that differ. Every builder below branches on a capability, never on a name.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from ...core.capabilities import Capabilities
+from ...core.errors import (
+    InvalidOptions,
+    JobConflict,
+    QueueExists,
+    QueueInUse,
+    QueueNotFound,
+    SchemaVersionError,
+    UnsupportedByEngine,
+)
+from ...core.options import NewJob, QueueOptions
+from ...core.plans import ErrorMap, Isolation, Plan, Row, Statement, Steps, rowcount, single
+from ...core.records import Job, Queue, QueueStats, as_int
+from ...core.states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
+from ...core.targets import Targets
+from .identifiers import partition_table, quote_ident, quote_schema
+from .schema import LATEST, MIGRATIONS, in_list
+
+JOB_COLUMNS = (
+    "id, name, data::text AS data, state, priority, retry_count, retry_limit, retry_delay, "
+    "retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds, retention_seconds, "
+    "deletion_seconds, singleton_key, group_id, group_tier, start_after, created_on, "
+    "started_on, completed_on, heartbeat_on, keep_until, output::text AS output, "
+    "source_queue, source_id, source_retry_count"
+)
+QUEUE_COLUMNS = (
+    "name, policy, retry_limit, retry_delay, retry_backoff, retry_delay_max, expire_seconds, "
+    "heartbeat_seconds, retention_seconds, deletion_seconds, dead_letter, partition, "
+    "created_on, updated_on"
+)
+TIMED_OUT = json.dumps({"message": "job timed out"})
+HEARTBEAT_TIMED_OUT = json.dumps({"message": "heartbeat timed out"})
+
+# The retry delay in seconds, spec §4 (engines compute it in SQL within the core's bounds).
+RETRY_DELAY_SQL = """(CASE WHEN j.retry_backoff THEN
+      CASE WHEN j.retry_delay_max IS NULL THEN {raw}
+           ELSE LEAST(j.retry_delay_max::float8, {raw}) END
+    ELSE j.retry_delay::float8 END)""".format(
+    raw="GREATEST(j.retry_delay, 1)::float8 * power(2::float8, LEAST(16, j.retry_count)) "
+    "* (1 + random())"
+)
+WILL_RETRY = "j.retry_count < j.retry_limit"
+
+
+def _fence(alias: str = "t") -> str:
+    """Join condition of a target row: a bare id, or an id fenced to one attempt."""
+    return (
+        f"j.id = {alias}.id AND ({alias}.retry_count IS NULL OR "
+        f"(j.retry_count = {alias}.retry_count AND j.started_on = {alias}.started_on))"
+    )
+
+
+def _targets_sql(first: int) -> str:
+    """``unnest`` of the three target arrays bound at ``$first`` .. ``$first+2``."""
+    return (
+        f"unnest(${first}::uuid[], ${first + 1}::int[], ${first + 2}::timestamptz[]) "
+        "AS t(id, retry_count, started_on)"
+    )
+
+
+def _target_params(targets: Targets) -> tuple[Any, ...]:
+    return (targets.ids, targets.retry_counts, targets.started_ons)
+
+
+class PostgresEngine:
+    """Stock PostgreSQL: every capability but serialization retries and a single connection."""
+
+    name: ClassVar[str] = "postgres"
+    capabilities: ClassVar[Capabilities] = Capabilities()
+    isolation: ClassVar[Isolation | None] = None
+    """Isolation every transaction of this engine runs at (None: the server default)."""
+
+    def __init__(self, schema: str = "alkstore") -> None:
+        self.schema = schema
+        self.s = quote_schema(schema)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _plan(self, name: str, steps: Any, *, transaction: bool = False, **kw: Any) -> Plan[Any]:
+        caps = self.capabilities
+        return Plan(
+            name,
+            steps,
+            transaction=transaction,
+            isolation=self.isolation if transaction else None,
+            retry_serialization=caps.serialization_retries,
+            **kw,
+        )
+
+    def _single(self, name: str, sql: str, params: Sequence[Any], result: Any, **kw: Any) -> Any:
+        caps = self.capabilities
+        return single(
+            name,
+            Statement(sql, tuple(params)),
+            result,
+            retry_serialization=caps.serialization_retries,
+            **kw,
+        )
+
+    def _require(self, capability: str, what: str) -> None:
+        if not getattr(self.capabilities, capability):
+            raise UnsupportedByEngine(self.name, capability, what)
+
+    def _lock_key(self) -> int:
+        digest = hashlib.sha256(f"alkstore.migrate.{self.schema}".encode()).digest()
+        return int.from_bytes(digest[:8], "big", signed=True)
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def migrate(self, target: int = LATEST) -> Plan[int]:
+        """Install or upgrade the schema to ``target``; returns the version now installed.
+
+        One transaction holding an advisory lock: when many processes start together exactly
+        one migrates and the rest wait, then find the work done.
+        """
+        s = self.s
+
+        def steps() -> Steps[int]:
+            yield from self._migration_lock()
+            yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            current = yield from self._read_version()
+            if current is not None and current > target:
+                raise SchemaVersionError(
+                    f"schema {self.schema!r} is at version {current}, newer than this "
+                    f"library's {target}: upgrade alkstore"
+                )
+            start = current or 0
+            for version in range(start + 1, target + 1):
+                for ddl in MIGRATIONS[version](s, self.capabilities):
+                    yield Statement(ddl)
+            if current is None:
+                yield Statement(f"INSERT INTO {s}.version (version) VALUES ($1)", (target,))
+            elif target > current:
+                yield Statement(f"UPDATE {s}.version SET version = $1", (target,))
+            return target
+
+        return self._plan("migrate", steps, transaction=True)
+
+    def _migration_lock(self) -> Steps[None]:
+        self._require("advisory_locks", "schema migration lock")
+        yield Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key(),))
+
+    def _read_version(self) -> Steps[int | None]:
+        rows = yield Statement(
+            "SELECT to_regclass($1::text) IS NOT NULL AS installed", (f"{self.s}.version",)
+        )
+        if not rows[0]["installed"]:
+            return None
+        rows = yield Statement(f"SELECT version FROM {self.s}.version")
+        return as_int(rows[0]["version"]) if rows else None
+
+    def schema_version(self) -> Plan[int | None]:
+        """The version recorded in the database (None when nothing is installed)."""
+        return self._plan("schema_version", self._read_version)
+
+    def check_version(self) -> Plan[int | None]:
+        """Like :meth:`schema_version`, but refuses a database newer than this library."""
+
+        def steps() -> Steps[int | None]:
+            current = yield from self._read_version()
+            if current is not None and current > LATEST:
+                raise SchemaVersionError(
+                    f"schema {self.schema!r} is at version {current}, newer than this "
+                    f"library's {LATEST}: upgrade alkstore"
+                )
+            return current
+
+        return self._plan("check_version", steps)
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def _queue_errors(self, name: str, options: QueueOptions) -> ErrorMap:
+        def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
+            if sqlstate == "23505" and constraint == "queue_pkey":
+                return QueueExists(name)
+            if sqlstate == "23503" and constraint == "queue_dead_letter_fkey":
+                return QueueNotFound(options.dead_letter or "", field="dead_letter")
+            return None
+
+        return map_error
+
+    def create_queue(self, name: str, options: QueueOptions) -> Plan[None]:
+        """Create a queue; with ``partition=True`` it gets its own partition."""
+        options.check_dead_letter(name)
+        if options.partition:
+            self._require("table_partitioning", "partition=True")
+            self._require("plpgsql", "partition=True")
+        s = self.s
+        table = partition_table(name) if options.partition else None
+
+        def steps() -> Steps[None]:
+            yield Statement(
+                f"""INSERT INTO {s}.queue (name, policy, retry_limit, retry_delay, retry_backoff,
+                    retry_delay_max, expire_seconds, heartbeat_seconds, retention_seconds,
+                    deletion_seconds, dead_letter, partition, table_name)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
+                (
+                    name,
+                    options.policy.value,
+                    options.retry_limit,
+                    options.retry_delay,
+                    options.retry_backoff,
+                    options.retry_delay_max,
+                    options.expire_seconds,
+                    options.heartbeat_seconds,
+                    options.retention_seconds,
+                    options.deletion_seconds,
+                    options.dead_letter,
+                    options.partition,
+                    table,
+                ),
+            )
+            if table is not None:
+                yield Statement(
+                    f"SELECT {s}.create_queue_partition($1::text, $2::text, $3::text)",
+                    (self.schema, name, table),
+                )
+
+        return self._plan(
+            "create_queue",
+            steps,
+            transaction=options.partition,
+            map_error=self._queue_errors(name, options),
+        )
+
+    def update_queue(self, name: str, changes: dict[str, Any]) -> Plan[Queue]:
+        """Change a queue's settings (not ``policy`` or ``partition``); returns the new queue."""
+        s = self.s
+
+        def steps() -> Steps[Queue]:
+            rows = yield Statement(
+                f"SELECT {QUEUE_COLUMNS} FROM {s}.queue WHERE name = $1 FOR UPDATE", (name,)
+            )
+            if not rows:
+                raise QueueNotFound(name)
+            new = Queue.from_row(rows[0]).options.updated(changes)
+            new.check_dead_letter(name)
+            rows = yield Statement(
+                f"""UPDATE {s}.queue SET retry_limit = $2, retry_delay = $3, retry_backoff = $4,
+                    retry_delay_max = $5, expire_seconds = $6, heartbeat_seconds = $7,
+                    retention_seconds = $8, deletion_seconds = $9, dead_letter = $10,
+                    updated_on = now()
+                WHERE name = $1 RETURNING {QUEUE_COLUMNS}""",
+                (
+                    name,
+                    new.retry_limit,
+                    new.retry_delay,
+                    new.retry_backoff,
+                    new.retry_delay_max,
+                    new.expire_seconds,
+                    new.heartbeat_seconds,
+                    new.retention_seconds,
+                    new.deletion_seconds,
+                    new.dead_letter,
+                ),
+            )
+            return Queue.from_row(rows[0])
+
+        dead_letter = changes.get("dead_letter")
+        errors = self._queue_errors(name, QueueOptions(dead_letter=dead_letter))
+        return self._plan("update_queue", steps, transaction=True, map_error=errors)
+
+    def delete_queue(self, name: str) -> Plan[None]:
+        """Delete a queue and all its jobs (refused while another queue dead-letters into it).
+
+        The queue row is locked first, so a concurrent ``send`` either commits before the jobs
+        are deleted or finds no queue.
+        """
+        s = self.s
+
+        def steps() -> Steps[None]:
+            rows = yield Statement(
+                f"SELECT table_name FROM {s}.queue WHERE name = $1 FOR UPDATE", (name,)
+            )
+            if not rows:
+                raise QueueNotFound(name)
+            table = rows[0]["table_name"]
+            users = yield Statement(
+                f"SELECT name FROM {s}.queue WHERE dead_letter = $1 ORDER BY name", (name,)
+            )
+            if users:
+                raise QueueInUse(
+                    f"queue {name!r} is the dead-letter queue of "
+                    f"{', '.join(repr(r['name']) for r in users)}"
+                )
+            if table is not None:
+                yield Statement(f"DROP TABLE {s}.{quote_ident(table)}")
+            else:
+                yield Statement(f"DELETE FROM {s}.job WHERE name = $1", (name,))
+            yield Statement(f"DELETE FROM {s}.queue WHERE name = $1", (name,))
+
+        return self._plan("delete_queue", steps, transaction=True)
+
+    def get_queue(self, name: str) -> Plan[Queue | None]:
+        """The queue called ``name``, or None."""
+        return self._single(
+            "get_queue",
+            f"SELECT {QUEUE_COLUMNS} FROM {self.s}.queue WHERE name = $1",
+            (name,),
+            lambda rows: Queue.from_row(rows[0]) if rows else None,
+        )
+
+    def queues(self) -> Plan[list[Queue]]:
+        """Every queue, by name."""
+        return self._single(
+            "queues",
+            f"SELECT {QUEUE_COLUMNS} FROM {self.s}.queue ORDER BY name",
+            (),
+            lambda rows: [Queue.from_row(r) for r in rows],
+        )
+
+    def queue_stats(self, name: str) -> Plan[QueueStats]:
+        """Counts per state, and how long the oldest fetchable queued job has waited."""
+        s = self.s
+
+        def steps() -> Steps[QueueStats]:
+            found = yield Statement(f"SELECT 1 AS found FROM {s}.queue WHERE name = $1", (name,))
+            if not found:
+                raise QueueNotFound(name)
+            rows = yield Statement(
+                f"""SELECT state, count(*) AS n,
+                       extract(epoch FROM now() - min(start_after)
+                               FILTER (WHERE start_after <= now()))::float8 AS waited
+                FROM {s}.job WHERE name = $1 GROUP BY state""",
+                (name,),
+            )
+            counts = dict.fromkeys(JobState, 0)
+            waited: list[float] = []
+            for row in rows:
+                state = JobState(row["state"])
+                counts[state] = as_int(row["n"])
+                if state in QUEUED and row["waited"] is not None:
+                    waited.append(float(row["waited"]))
+            oldest = dt.timedelta(seconds=max(waited)) if waited else None
+            return QueueStats(name, counts, oldest)
+
+        return self._plan("queue_stats", steps)
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID]]:
+        """Insert ``jobs`` (ids already assigned) in one statement, options resolved in SQL.
+
+        Raises :class:`QueueNotFound` when the queue does not exist and :class:`JobConflict`
+        on a duplicate id; either way nothing is written.
+        """
+        s = self.s
+        cols: dict[str, list[Any]] = {
+            k: []
+            for k in (
+                "id data priority retry_limit retry_delay retry_backoff retry_delay_max "
+                "expire_seconds heartbeat_seconds retention_seconds deletion_seconds "
+                "singleton_key group_id group_tier start_at delay"
+            ).split()
+        }
+        for job in jobs:
+            o = job.options
+            cols["id"].append(o.id)
+            cols["data"].append(job.data_json)
+            for k in (
+                "priority retry_limit retry_delay retry_backoff retry_delay_max expire_seconds "
+                "heartbeat_seconds retention_seconds deletion_seconds singleton_key group_id "
+                "group_tier"
+            ).split():
+                cols[k].append(getattr(o, k))
+            start = o.start_after
+            cols["start_at"].append(start if isinstance(start, dt.datetime) else None)
+            cols["delay"].append(start if isinstance(start, float) else None)
+        types = (
+            "uuid text int int int bool int int int int int text text text timestamptz float8"
+        ).split()
+        arrays = ", ".join(f"${i + 2}::{t}[]" for i, t in enumerate(types))
+        sql = f"""
+            INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
+                retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
+                retention_seconds, deletion_seconds, singleton_key, group_id, group_tier,
+                policy, start_after, keep_until)
+            SELECT t.id, q.name, t.data::jsonb, coalesce(t.priority, 0),
+                coalesce(t.retry_limit, q.retry_limit), coalesce(t.retry_delay, q.retry_delay),
+                coalesce(t.retry_backoff, q.retry_backoff),
+                coalesce(t.retry_delay_max, q.retry_delay_max),
+                coalesce(t.expire_seconds, q.expire_seconds),
+                coalesce(t.heartbeat_seconds, q.heartbeat_seconds),
+                coalesce(t.retention_seconds, q.retention_seconds),
+                coalesce(t.deletion_seconds, q.deletion_seconds),
+                t.singleton_key, t.group_id, t.group_tier, q.policy,
+                sa.at,
+                sa.at + coalesce(t.retention_seconds, q.retention_seconds) * interval '1 second'
+            FROM unnest({arrays}) AS t(id, data, priority, retry_limit, retry_delay,
+                    retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
+                    retention_seconds, deletion_seconds, singleton_key, group_id, group_tier,
+                    start_at, delay)
+            JOIN {s}.queue q ON q.name = $1
+            CROSS JOIN LATERAL (SELECT coalesce(t.start_at,
+                now() + coalesce(t.delay, 0) * interval '1 second') AS at) sa
+            RETURNING id"""
+        params = (queue, *cols.values())
+        ids = [i for i in cols["id"] if i is not None]
+        if len(ids) != len(set(ids)):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise JobConflict(f"id {dup} appears twice in one send")
+
+        def steps() -> Steps[list[uuid.UUID]]:
+            rows = yield Statement(sql, params)
+            if len(rows) < len(jobs):
+                found = yield Statement(f"SELECT 1 AS found FROM {s}.queue WHERE name = $1", (queue,))
+                if not found:
+                    raise QueueNotFound(queue)
+            return [o.options.id for o in jobs]  # type: ignore[misc]
+
+        def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
+            if sqlstate == "23505" and constraint is not None and constraint.startswith("j"):
+                return JobConflict(f"a job with one of these ids already exists in {queue!r}")
+            return None
+
+        return self._plan("send", steps, map_error=map_error)
+
+    # -- fetching --------------------------------------------------------------------------
+
+    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+        """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order."""
+        s = self.s
+        queued = in_list(QUEUED)
+        pick = f"""SELECT name, id FROM {s}.job
+                WHERE name = $1 AND state IN {queued} AND start_after <= now()
+                ORDER BY priority DESC, created_on, id LIMIT $2"""
+        if self.capabilities.skip_locked:
+            pick += " FOR UPDATE SKIP LOCKED"
+            recheck = ""
+        else:
+            # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only
+            # one of them claim each (the other gets fewer rows, never the same job).
+            recheck = f" AND j.state IN {queued}"
+        sql = f"""WITH next AS ({pick})
+            UPDATE {s}.job j SET state = 'active', started_on = now(),
+                heartbeat_on = CASE WHEN j.heartbeat_seconds IS NULL THEN NULL ELSE now() END,
+                retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
+                                   ELSE j.retry_count + 1 END
+            FROM next WHERE j.name = next.name AND j.id = next.id{recheck}
+            RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
+
+        def result(rows: list[Row]) -> list[Job]:
+            return sorted((Job.from_row(r) for r in rows), key=Job.sort_key)
+
+        return self._single("fetch", sql, (queue, batch_size), result)
+
+    # -- settling --------------------------------------------------------------------------
+
+    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """active -> completed, storing ``output``."""
+        sql = f"""UPDATE {self.s}.job j SET state = 'completed', completed_on = now(),
+                output = $5::text::jsonb
+            FROM {_targets_sql(2)}
+            WHERE j.name = $1 AND j.state = 'active' AND {_fence()}
+            RETURNING j.id"""
+        params = (queue, *_target_params(targets), output_json)
+        return self._single("complete", sql, params, rowcount)
+
+    def touch(self, queue: str, targets: Targets) -> Plan[int]:
+        """Heartbeat: ``heartbeat_on = now()`` for active jobs."""
+        sql = f"""UPDATE {self.s}.job j SET heartbeat_on = now()
+            FROM {_targets_sql(2)}
+            WHERE j.name = $1 AND j.state = 'active' AND {_fence()}
+            RETURNING j.id"""
+        return self._single("touch", sql, (queue, *_target_params(targets)), rowcount)
+
+    def cancel(self, queue: str, targets: Targets) -> Plan[int]:
+        """queued or active -> cancelled."""
+        return self._set_state(
+            "cancel", queue, targets, UNFINISHED, "state = 'cancelled', completed_on = now()"
+        )
+
+    def resume(self, queue: str, targets: Targets) -> Plan[int]:
+        """cancelled -> created, runnable now (``keep_until`` moves with ``start_after``)."""
+        return self._set_state(
+            "resume",
+            queue,
+            targets,
+            frozenset({JobState.CANCELLED}),
+            "state = 'created', completed_on = NULL, start_after = now(), "
+            "keep_until = now() + j.retention_seconds * interval '1 second'",
+        )
+
+    def retry(self, queue: str, targets: Targets) -> Plan[int]:
+        """failed -> retry, granting one more attempt."""
+        return self._set_state(
+            "retry",
+            queue,
+            targets,
+            frozenset({JobState.FAILED}),
+            "state = 'retry', retry_limit = j.retry_limit + 1, completed_on = NULL, "
+            "start_after = now(), keep_until = now() + j.retention_seconds * interval '1 second'",
+        )
+
+    def _set_state(
+        self, name: str, queue: str, targets: Targets, accepted: frozenset[JobState], change: str
+    ) -> Plan[int]:
+        sql = f"""UPDATE {self.s}.job j SET {change}
+            FROM (SELECT DISTINCT id FROM unnest($2::uuid[]) AS u(id)) t
+            WHERE j.name = $1 AND j.id = t.id AND j.state IN {in_list(accepted)}
+            RETURNING j.id"""
+        return self._single(name, sql, (queue, targets.ids), rowcount)
+
+    def delete_jobs(self, queue: str, targets: Targets) -> Plan[int]:
+        """Delete jobs in any state."""
+        sql = f"DELETE FROM {self.s}.job WHERE name = $1 AND id = ANY($2::uuid[]) RETURNING id"
+        return self._single("delete_jobs", sql, (queue, targets.ids), rowcount)
+
+    def get_job(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """One job, or None."""
+        return self._single(
+            "get_job",
+            f"SELECT {JOB_COLUMNS} FROM {self.s}.job WHERE name = $1 AND id = $2::uuid",
+            (queue, job_id),
+            lambda rows: Job.from_row(rows[0]) if rows else None,
+        )
+
+    # -- failing (shared by fail, expiry and heartbeat timeouts) ----------------------------
+
+    def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """queued or active -> retry or failed; dead-letter copies in the same transaction."""
+        where = f"j.name = $1 AND j.state IN {in_list(UNFINISHED)} AND {_fence()}"
+        params = (queue, *_target_params(targets), output_json)
+        return self._fail_plan("fail", f", {_targets_sql(2)}", where, "$5", params)
+
+    def expire(self) -> Plan[int]:
+        """Fail active jobs that ran past ``started_on + expire_seconds``."""
+        where = (
+            "j.state = 'active' AND j.started_on + j.expire_seconds * interval '1 second' < now()"
+        )
+        return self._fail_plan("expire", "", where, "$1", (TIMED_OUT,))
+
+    def expire_heartbeats(self) -> Plan[int]:
+        """Fail active jobs whose heartbeat is older than ``heartbeat_seconds``."""
+        where = (
+            "j.state = 'active' AND j.heartbeat_seconds IS NOT NULL AND "
+            "j.heartbeat_on + j.heartbeat_seconds * interval '1 second' < now()"
+        )
+        return self._fail_plan("expire_heartbeats", "", where, "$1", (HEARTBEAT_TIMED_OUT,))
+
+    def _fail_update(self, source: str, where: str, output: str) -> str:
+        # The delay is computed once per row in a sub-SELECT so that start_after and
+        # keep_until use the same random jitter.
+        return f"""UPDATE {self.s}.job j SET
+                (state, start_after, keep_until, completed_on, output) = (
+                    SELECT CASE WHEN x.again THEN 'retry' ELSE 'failed' END,
+                        CASE WHEN x.again THEN x.at ELSE j.start_after END,
+                        CASE WHEN x.again
+                            THEN x.at + j.retention_seconds * interval '1 second'
+                            ELSE j.keep_until END,
+                        CASE WHEN x.again THEN NULL ELSE now() END,
+                        {output}::text::jsonb
+                    FROM (SELECT j.retry_count < j.retry_limit AS again,
+                                 now() + {RETRY_DELAY_SQL} * interval '1 second' AS at) x)
+            FROM {self.s}.queue sq{source}
+            WHERE sq.name = j.name AND {where}
+            RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
+                j.data::text AS data, j.output::text AS output, sq.dead_letter"""
+
+    def _dead_letter_insert(self, source: str) -> str:
+        """INSERT of dead-letter copies of the failed rows ``f`` of ``source``."""
+        return f"""INSERT INTO {self.s}.job (id, name, data, output, priority, retry_limit,
+                retry_delay, retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
+                retention_seconds, deletion_seconds, policy, start_after, keep_until,
+                source_queue, source_id, source_retry_count)
+            SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
+                q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
+                q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
+                q.policy, now(), now() + q.retention_seconds * interval '1 second',
+                f.name, f.id, f.retry_count
+            FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
+            WHERE f.state = 'failed'"""
+
+    def _fail_plan(
+        self, name: str, source: str, where: str, output: str, params: tuple[Any, ...]
+    ) -> Plan[int]:
+        update = self._fail_update(source, where, output)
+        if self.capabilities.multi_mutation_cte:
+            sql = f"""WITH changed AS ({update}),
+                dead AS ({self._dead_letter_insert("changed f")} RETURNING 1)
+                SELECT count(*) AS n FROM changed"""
+            return self._single(name, sql, params, lambda rows: as_int(rows[0]["n"]))
+        copy = self._dead_letter_insert(
+            "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], "
+            "$7::text[], $8::text[]) AS f(name, id, state, priority, retry_count, data, output, "
+            "dead_letter)"
+        )
+
+        def steps() -> Steps[int]:
+            rows = yield Statement(update, params)
+            dead = [r for r in rows if r["state"] == "failed" and r["dead_letter"] is not None]
+            if dead:
+                columns = "name id state priority retry_count data output dead_letter".split()
+                yield Statement(copy, tuple([r[c] for r in dead] for c in columns))
+            return len(rows)
+
+        return self._plan(name, steps, transaction=True)
+
+    # -- redrive ---------------------------------------------------------------------------
+
+    def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
+        """Move up to ``limit`` queued jobs of ``dlq`` back to their source queue (or ``to``)
+        as fresh jobs (new id, ``retry_count`` 0, the target queue's settings)."""
+        s = self.s
+        lock = " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
+        pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target
+            FROM {s}.job d JOIN {s}.queue q ON q.name = coalesce($2::text, d.source_queue)
+            WHERE d.name = $1 AND d.state IN {in_list(QUEUED)}
+            ORDER BY d.created_on, d.id LIMIT $3{lock}"""
+
+        def insert(source: str) -> str:
+            return f"""INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
+                    retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
+                    retention_seconds, deletion_seconds, policy, start_after, keep_until)
+                SELECT gen_random_uuid(), q.name, m.data::jsonb, m.priority, q.retry_limit,
+                    q.retry_delay, q.retry_backoff, q.retry_delay_max, q.expire_seconds,
+                    q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds, q.policy,
+                    now(), now() + q.retention_seconds * interval '1 second'
+                FROM {source} JOIN {s}.queue q ON q.name = m.target"""
+
+        def steps() -> Steps[int]:
+            rows = yield Statement(
+                f"SELECT name FROM {s}.queue WHERE name = $1 OR name = $2::text", (dlq, to)
+            )
+            names = {r["name"] for r in rows}
+            for field, queue in (("dlq", dlq), ("to", to)):
+                if queue is not None and queue not in names:
+                    raise QueueNotFound(queue, field=field)
+            if self.capabilities.multi_mutation_cte:
+                rows = yield Statement(
+                    f"""WITH pick AS ({pick}),
+                        moved AS (DELETE FROM {s}.job d USING pick
+                            WHERE d.name = pick.name AND d.id = pick.id RETURNING d.id),
+                        added AS ({insert("pick m")} RETURNING 1)
+                    SELECT count(*) AS n FROM added""",
+                    (dlq, to, limit),
+                )
+                return as_int(rows[0]["n"])
+            picked = yield Statement(pick, (dlq, to, limit))
+            if not picked:
+                return 0
+            yield Statement(
+                f"DELETE FROM {s}.job WHERE name = $1 AND id = ANY($2::uuid[])",
+                (dlq, [r["id"] for r in picked]),
+            )
+            yield Statement(
+                insert("unnest($1::text[], $2::int[], $3::text[]) AS m(data, priority, target)"),
+                tuple([r[c] for r in picked] for c in ("data", "priority", "target")),
+            )
+            return len(picked)
+
+        return self._plan("redrive", steps, transaction=True)
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def remove_expired_retention(self) -> Plan[int]:
+        """Delete queued jobs past ``keep_until``."""
+        sql = f"""DELETE FROM {self.s}.job
+            WHERE state IN {in_list(QUEUED)} AND keep_until < now() RETURNING id"""
+        return self._single("retention", sql, (), rowcount)
+
+    def delete_finished(self) -> Plan[int]:
+        """Delete finished jobs past ``completed_on + deletion_seconds`` (0 keeps forever)."""
+        sql = f"""DELETE FROM {self.s}.job
+            WHERE state IN {in_list(FINISHED)} AND deletion_seconds > 0
+              AND completed_on + deletion_seconds * interval '1 second' < now()
+            RETURNING id"""
+        return self._single("deletion", sql, (), rowcount)
+
+    def mark_maintained(self) -> Plan[None]:
+        """Record when maintenance last ran."""
+        return self._single(
+            "mark_maintained",
+            f"UPDATE {self.s}.version SET maintained_on = now()",
+            (),
+            lambda _rows: None,
+        )
+
+

@@ -1,0 +1,114 @@
+"""The versioned schema: numbered forward migrations, each a list of DDL statements.
+
+DDL is built from the engine's capabilities (partitioning, covering indexes, PL/pgSQL), never
+from its name. The schema name is the only identifier interpolated, and it arrives quoted by
+:func:`~.identifiers.quote_schema`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...core.capabilities import Capabilities
+from ...core.states import FINISHED, QUEUED, JobState, sql_list
+
+Migration = Callable[[str, Capabilities], list[str]]
+
+
+def in_list(states: frozenset[JobState]) -> str:
+    """A SQL ``IN`` list of state names (constants of the core, never user input)."""
+    return "(" + ", ".join(f"'{s}'" for s in sql_list(states)) + ")"
+
+
+def _v1(s: str, caps: Capabilities) -> list[str]:
+    partition_by = " PARTITION BY LIST (name)" if caps.table_partitioning else ""
+    include = " INCLUDE (start_after)" if caps.covering_indexes else ""
+    all_states = in_list(frozenset(JobState))
+    ddl = [
+        f"""CREATE TABLE {s}.version (
+            version int NOT NULL,
+            installed_on timestamptz NOT NULL DEFAULT now(),
+            maintained_on timestamptz
+        )""",
+        f"""CREATE TABLE {s}.queue (
+            name text PRIMARY KEY,
+            policy text NOT NULL DEFAULT 'standard',
+            retry_limit int NOT NULL,
+            retry_delay int NOT NULL,
+            retry_backoff bool NOT NULL,
+            retry_delay_max int,
+            expire_seconds int NOT NULL,
+            heartbeat_seconds int,
+            retention_seconds int NOT NULL,
+            deletion_seconds int NOT NULL,
+            dead_letter text CONSTRAINT queue_dead_letter_fkey REFERENCES {s}.queue (name),
+            partition bool NOT NULL DEFAULT false,
+            table_name text,
+            created_on timestamptz NOT NULL DEFAULT now(),
+            updated_on timestamptz NOT NULL DEFAULT now(),
+            CONSTRAINT queue_dead_letter_not_self CHECK (dead_letter IS DISTINCT FROM name)
+        )""",
+        f"""CREATE TABLE {s}.job (
+            id uuid NOT NULL,
+            name text NOT NULL,
+            priority int NOT NULL DEFAULT 0,
+            data jsonb,
+            state text NOT NULL DEFAULT 'created',
+            retry_limit int NOT NULL,
+            retry_count int NOT NULL DEFAULT 0,
+            retry_delay int NOT NULL,
+            retry_backoff bool NOT NULL,
+            retry_delay_max int,
+            expire_seconds int NOT NULL,
+            heartbeat_seconds int,
+            retention_seconds int NOT NULL,
+            deletion_seconds int NOT NULL,
+            policy text,
+            singleton_key text,
+            singleton_on timestamptz,
+            group_id text,
+            group_tier text,
+            start_after timestamptz NOT NULL DEFAULT now(),
+            created_on timestamptz NOT NULL DEFAULT now(),
+            started_on timestamptz,
+            completed_on timestamptz,
+            heartbeat_on timestamptz,
+            keep_until timestamptz NOT NULL,
+            output jsonb,
+            source_queue text,
+            source_id uuid,
+            source_retry_count int,
+            CONSTRAINT job_pkey PRIMARY KEY (name, id),
+            CONSTRAINT job_state_check CHECK (state IN {all_states})
+        ){partition_by}""",
+    ]
+    if caps.table_partitioning:
+        ddl.append(f"CREATE TABLE {s}.job_default PARTITION OF {s}.job DEFAULT")
+    ddl += [
+        f"""CREATE INDEX job_fetch ON {s}.job (name, priority DESC, created_on, id){include}
+            WHERE state IN {in_list(QUEUED)}""",
+        f"CREATE INDEX job_active ON {s}.job (name, started_on) WHERE state = 'active'",
+        f"CREATE INDEX job_finished ON {s}.job (completed_on) WHERE state IN {in_list(FINISHED)}",
+        f"CREATE INDEX job_retention ON {s}.job (keep_until) WHERE state IN {in_list(QUEUED)}",
+    ]
+    if caps.table_partitioning and caps.plpgsql:
+        # A partition's bound must be a literal; the function quotes the bound queue name
+        # with format('%L') so the value still arrives as a parameter.
+        ddl.append(
+            f"""CREATE FUNCTION {s}.create_queue_partition(schema_name text, queue_name text,
+                                                        table_name text)
+            RETURNS void LANGUAGE plpgsql AS $fn$
+            BEGIN
+              EXECUTE format('CREATE TABLE %I.%I PARTITION OF %I.job FOR VALUES IN (%L)',
+                             schema_name, table_name, schema_name, queue_name);
+            END
+            $fn$"""
+        )
+    return ddl
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1}
+"""version -> the DDL that brings the schema from version - 1 to it."""
+
+LATEST = max(MIGRATIONS)
+"""The schema version this library writes and expects."""

@@ -1,0 +1,104 @@
+"""The two plan runners: the only code that differs between the sync and async faces.
+
+A runner borrows a session, opens a transaction when the plan asks for one, drives the plan's
+generator (each yielded statement is executed and its rows sent back in), retries the whole
+plan on a serialization failure where the engine needs that, and turns driver errors into
+alkstore errors through the plan's error map.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from typing import TypeVar
+
+from .core.errors import AlkstoreError
+from .core.plans import (
+    MAX_SERIALIZATION_RETRIES,
+    SERIALIZATION_FAILURE,
+    Plan,
+    serialization_pause,
+)
+from .drivers.base import AsyncDriver, AsyncSession, AsyncSource, SyncDriver, SyncSession, SyncSource
+
+T = TypeVar("T")
+
+
+def _should_retry(plan: Plan[T], sqlstate: str | None, attempt: int) -> bool:
+    return (
+        plan.retry_serialization
+        and sqlstate == SERIALIZATION_FAILURE
+        and attempt < MAX_SERIALIZATION_RETRIES
+    )
+
+
+def _translate(plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, attempt: int) -> float:
+    """Seconds to pause before retrying, or raise the error the caller should see."""
+    if isinstance(exc, AlkstoreError):
+        raise exc
+    info = driver.error_info(exc)
+    if info is None:
+        raise exc
+    if _should_retry(plan, info.sqlstate, attempt):
+        return serialization_pause(attempt, random.random())
+    mapped = plan.map_error(info.sqlstate, info.constraint)
+    if mapped is not None:
+        raise mapped from exc
+    raise exc
+
+
+def _drive(session: SyncSession, plan: Plan[T]) -> T:
+    gen = plan.steps()
+    try:
+        statement = next(gen)
+        while True:
+            statement = gen.send(session.execute(statement))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        gen.close()
+
+
+async def _drive_async(session: AsyncSession, plan: Plan[T]) -> T:
+    gen = plan.steps()
+    try:
+        statement = next(gen)
+        while True:
+            statement = gen.send(await session.execute(statement))
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+    finally:
+        gen.close()
+
+
+def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
+    """Run ``plan`` on a session from ``source``."""
+    attempt = 0
+    while True:
+        try:
+            with source.session() as session:
+                if not plan.transaction:
+                    return _drive(session, plan)
+                with session.transaction(plan.isolation):
+                    return _drive(session, plan)
+        except Exception as exc:
+            pause = _translate(plan, driver, exc, attempt)
+        attempt += 1
+        time.sleep(pause)
+
+
+async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> T:
+    """Run ``plan`` on a session from ``source``."""
+    attempt = 0
+    while True:
+        try:
+            async with source.session() as session:
+                if not plan.transaction:
+                    return await _drive_async(session, plan)
+                async with session.transaction(plan.isolation):
+                    return await _drive_async(session, plan)
+        except Exception as exc:
+            pause = _translate(plan, driver, exc, attempt)
+        attempt += 1
+        await asyncio.sleep(pause)

@@ -1,0 +1,398 @@
+"""The two faces, :class:`Store` (sync) and :class:`AsyncStore`, and how to open them.
+
+Each method of a face is one line: build the plan with :class:`~.operations.Operations`, run
+it with the face's runner. The faces carry the user documentation; the async face's methods
+are the same operations as coroutines.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from types import TracebackType
+from typing import Any, Self
+
+from .core.records import Job, MaintenanceReport, Queue, QueueStats
+from .core.targets import IdLike
+from .drivers import async_driver, sync_driver
+from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver
+from .engines.postgres import PostgresEngine
+from .operations import Operations
+from .runner import run_async, run_sync
+from .target import Target, resolve_target
+
+Ids = IdLike | Iterable[IdLike]
+
+
+class Store:
+    """A sync handle on one schema through one engine and one driver. Thread-safe."""
+
+    def __init__(
+        self,
+        engine: PostgresEngine,
+        driver: SyncDriver,
+        source: SyncSource,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.driver = driver
+        self._source = source
+        self._ops = Operations(engine)
+        self._on_close = on_close
+
+    def _run(self, plan: Any) -> Any:
+        return run_sync(self._source, self.driver, plan)
+
+    def close(self) -> None:
+        """Close the connections this store opened (never a connection you passed in)."""
+        try:
+            self._source.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # schema
+    def migrate(self) -> int:
+        """Install or upgrade the schema (safe when many processes do it at once)."""
+        return int(self._run(self.engine.migrate()))
+
+    def schema_version(self) -> int | None:
+        """The schema version recorded in the database, None if not installed."""
+        result: int | None = self._run(self.engine.schema_version())
+        return result
+
+    # queues
+    def create_queue(self, name: str, **options: Any) -> None:
+        """Create a queue. Options: see :class:`~alkstore.core.options.QueueOptions`."""
+        self._run(self._ops.create_queue(name, options))
+
+    def update_queue(self, name: str, **changes: Any) -> Queue:
+        """Change a queue's settings (not ``policy`` or ``partition``); returns the queue."""
+        result: Queue = self._run(self._ops.update_queue(name, changes))
+        return result
+
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue and every job in it."""
+        self._run(self._ops.delete_queue(name))
+
+    def get_queue(self, name: str) -> Queue | None:
+        """The queue called ``name``, or None."""
+        result: Queue | None = self._run(self._ops.get_queue(name))
+        return result
+
+    def queues(self) -> list[Queue]:
+        """Every queue, by name."""
+        result: list[Queue] = self._run(self._ops.queues())
+        return result
+
+    def queue_stats(self, name: str) -> QueueStats:
+        """Counts per state and the wait of the oldest fetchable job."""
+        result: QueueStats = self._run(self._ops.queue_stats(name))
+        return result
+
+    # jobs
+    def send(self, queue: str, data: Any = None, **options: Any) -> uuid.UUID:
+        """Send one job; returns its id. Options: see :class:`~alkstore.core.options.JobOptions`."""
+        result: uuid.UUID = self._run(self._ops.send(queue, data, options))
+        return result
+
+    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
+        """Send many jobs in one statement; each is ``{"data": ..., **options}``."""
+        result: list[uuid.UUID] = self._run(self._ops.send_many(queue, jobs))
+        return result
+
+    def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
+        """Claim up to ``batch_size`` jobs, in order priority DESC, created_on, id."""
+        result: list[Job] = self._run(self._ops.fetch(queue, batch_size))
+        return result
+
+    def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
+        """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in."""
+        return int(self._run(self._ops.complete(queue, ids, output)))
+
+    def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
+        """Fail queued or active jobs: retry while retries remain, else failed (+ dead letter)."""
+        return int(self._run(self._ops.fail(queue, ids, error)))
+
+    def cancel(self, queue: str, ids: Ids) -> int:
+        """Cancel queued or active jobs."""
+        return int(self._run(self._ops.cancel(queue, ids)))
+
+    def resume(self, queue: str, ids: Ids) -> int:
+        """Resume cancelled jobs."""
+        return int(self._run(self._ops.resume(queue, ids)))
+
+    def retry(self, queue: str, ids: Ids) -> int:
+        """Give failed jobs one more attempt."""
+        return int(self._run(self._ops.retry(queue, ids)))
+
+    def delete_jobs(self, queue: str, ids: Ids) -> int:
+        """Delete jobs in any state."""
+        return int(self._run(self._ops.delete_jobs(queue, ids)))
+
+    def touch(self, queue: str, ids: Ids) -> int:
+        """Heartbeat active jobs."""
+        return int(self._run(self._ops.touch(queue, ids)))
+
+    def get_job(self, queue: str, job_id: IdLike) -> Job | None:
+        """One job, or None."""
+        result: Job | None = self._run(self._ops.get_job(queue, job_id))
+        return result
+
+    def redrive(self, dlq: str, *, to: str | None = None, limit: int = 1000) -> int:
+        """Move queued dead-letter jobs back to their source queue (or ``to``)."""
+        return int(self._run(self._ops.redrive(dlq, to, limit)))
+
+    def maintain(self) -> MaintenanceReport:
+        """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion."""
+        counts = {field: self._run(plan) for field, plan in self._ops.maintenance()}
+        self._run(self.engine.mark_maintained())
+        return self._ops.report(counts)
+
+
+class AsyncStore:
+    """The async face: the methods of :class:`Store` as coroutines. Task-safe."""
+
+    def __init__(
+        self,
+        engine: PostgresEngine,
+        driver: AsyncDriver,
+        source: AsyncSource,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.driver = driver
+        self._source = source
+        self._ops = Operations(engine)
+        self._on_close = on_close
+
+    async def _run(self, plan: Any) -> Any:
+        return await run_async(self._source, self.driver, plan)
+
+    async def close(self) -> None:
+        """Close the connections this store opened (never a connection you passed in)."""
+        try:
+            await self._source.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def migrate(self) -> int:
+        """See :meth:`Store.migrate`."""
+        return int(await self._run(self.engine.migrate()))
+
+    async def schema_version(self) -> int | None:
+        """See :meth:`Store.schema_version`."""
+        result: int | None = await self._run(self.engine.schema_version())
+        return result
+
+    async def create_queue(self, name: str, **options: Any) -> None:
+        """See :meth:`Store.create_queue`."""
+        await self._run(self._ops.create_queue(name, options))
+
+    async def update_queue(self, name: str, **changes: Any) -> Queue:
+        """See :meth:`Store.update_queue`."""
+        result: Queue = await self._run(self._ops.update_queue(name, changes))
+        return result
+
+    async def delete_queue(self, name: str) -> None:
+        """See :meth:`Store.delete_queue`."""
+        await self._run(self._ops.delete_queue(name))
+
+    async def get_queue(self, name: str) -> Queue | None:
+        """See :meth:`Store.get_queue`."""
+        result: Queue | None = await self._run(self._ops.get_queue(name))
+        return result
+
+    async def queues(self) -> list[Queue]:
+        """See :meth:`Store.queues`."""
+        result: list[Queue] = await self._run(self._ops.queues())
+        return result
+
+    async def queue_stats(self, name: str) -> QueueStats:
+        """See :meth:`Store.queue_stats`."""
+        result: QueueStats = await self._run(self._ops.queue_stats(name))
+        return result
+
+    async def send(self, queue: str, data: Any = None, **options: Any) -> uuid.UUID:
+        """See :meth:`Store.send`."""
+        result: uuid.UUID = await self._run(self._ops.send(queue, data, options))
+        return result
+
+    async def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
+        """See :meth:`Store.send_many`."""
+        result: list[uuid.UUID] = await self._run(self._ops.send_many(queue, jobs))
+        return result
+
+    async def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
+        """See :meth:`Store.fetch`."""
+        result: list[Job] = await self._run(self._ops.fetch(queue, batch_size))
+        return result
+
+    async def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
+        """See :meth:`Store.complete`."""
+        return int(await self._run(self._ops.complete(queue, ids, output)))
+
+    async def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
+        """See :meth:`Store.fail`."""
+        return int(await self._run(self._ops.fail(queue, ids, error)))
+
+    async def cancel(self, queue: str, ids: Ids) -> int:
+        """See :meth:`Store.cancel`."""
+        return int(await self._run(self._ops.cancel(queue, ids)))
+
+    async def resume(self, queue: str, ids: Ids) -> int:
+        """See :meth:`Store.resume`."""
+        return int(await self._run(self._ops.resume(queue, ids)))
+
+    async def retry(self, queue: str, ids: Ids) -> int:
+        """See :meth:`Store.retry`."""
+        return int(await self._run(self._ops.retry(queue, ids)))
+
+    async def delete_jobs(self, queue: str, ids: Ids) -> int:
+        """See :meth:`Store.delete_jobs`."""
+        return int(await self._run(self._ops.delete_jobs(queue, ids)))
+
+    async def touch(self, queue: str, ids: Ids) -> int:
+        """See :meth:`Store.touch`."""
+        return int(await self._run(self._ops.touch(queue, ids)))
+
+    async def get_job(self, queue: str, job_id: IdLike) -> Job | None:
+        """See :meth:`Store.get_job`."""
+        result: Job | None = await self._run(self._ops.get_job(queue, job_id))
+        return result
+
+    async def redrive(self, dlq: str, *, to: str | None = None, limit: int = 1000) -> int:
+        """See :meth:`Store.redrive`."""
+        return int(await self._run(self._ops.redrive(dlq, to, limit)))
+
+    async def maintain(self) -> MaintenanceReport:
+        """See :meth:`Store.maintain`."""
+        counts = {field: await self._run(plan) for field, plan in self._ops.maintenance()}
+        await self._run(self.engine.mark_maintained())
+        return self._ops.report(counts)
+
+
+def _settings(engine: PostgresEngine, pool_size: int) -> DriverSettings:
+    single = engine.capabilities.single_connection
+    return DriverSettings(
+        pool_size=1 if single else pool_size, prepared_statements=not single
+    )
+
+
+def connect(
+    dsn: Any,
+    *,
+    engine: str | None = None,
+    driver: str = "psycopg",
+    schema: str = "alkstore",
+    pool_size: int = 10,
+    migrate: bool = True,
+) -> Store:
+    """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
+
+    ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
+    persistent), or a connection or pool of the chosen driver that you own (so that ``send``
+    joins your transaction). ``engine`` defaults to ``postgres`` (``pglite`` for a pglite
+    URI). With ``migrate`` the schema is installed or upgraded now; without it a database
+    newer than this library is still refused with :class:`SchemaVersionError`.
+    """
+    target: Target = resolve_target(dsn, engine, schema)
+    try:
+        drv = sync_driver(driver)
+        if target.dsn is None:
+            source = _adopted(drv, target)
+        else:
+            source = drv.open(target.dsn, _settings(target.engine, pool_size))
+        store = Store(target.engine, drv, source, on_close=target.close)
+    except BaseException:
+        target.close()
+        raise
+    try:
+        store._run(target.engine.migrate() if migrate else target.engine.check_version())
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _adopted(drv: SyncDriver | AsyncDriver, target: Target) -> Any:
+    adopted = drv.adopt(target.native)
+    if adopted is None:
+        raise TypeError(f"{type(target.native).__name__} is not a {drv.name} connection or pool")
+    return adopted
+
+
+async def _open_async(
+    dsn: Any, engine: str | None, driver: str, schema: str, pool_size: int, migrate: bool
+) -> AsyncStore:
+    target = resolve_target(dsn, engine, schema)
+    try:
+        drv = async_driver(driver)
+        if target.dsn is None:
+            source: AsyncSource = _adopted(drv, target)
+        else:
+            source = await drv.open(target.dsn, _settings(target.engine, pool_size))
+        store = AsyncStore(target.engine, drv, source, on_close=target.close)
+    except BaseException:
+        target.close()
+        raise
+    try:
+        await store._run(target.engine.migrate() if migrate else target.engine.check_version())
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
+class AsyncConnector:
+    """What :func:`connect_async` returns: await it, or use it in ``async with``."""
+
+    def __init__(self, opener: Callable[[], Coroutine[Any, Any, AsyncStore]]) -> None:
+        self._opener = opener
+        self._store: AsyncStore | None = None
+
+    def __await__(self) -> Generator[Any, None, AsyncStore]:
+        return self._opener().__await__()
+
+    async def __aenter__(self) -> AsyncStore:
+        self._store = await self._opener()
+        return self._store
+
+    async def __aexit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._store is not None:
+            await self._store.close()
+
+
+def connect_async(
+    dsn: Any,
+    *,
+    engine: str | None = None,
+    driver: str = "psycopg",
+    schema: str = "alkstore",
+    pool_size: int = 10,
+    migrate: bool = True,
+) -> AsyncConnector:
+    """Open an :class:`AsyncStore` (``driver``: ``psycopg`` or ``asyncpg``); see :func:`connect`.
+
+    ``store = await connect_async(...)`` or ``async with connect_async(...) as store:``.
+    """
+    return AsyncConnector(lambda: _open_async(dsn, engine, driver, schema, pool_size, migrate))
