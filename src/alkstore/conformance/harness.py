@@ -5,7 +5,8 @@ driver is under test: async stores run on an event loop in a background thread, 
 body proves both faces. The handle also carries two test-only tools that work on every
 engine because they go through the store's own connection: :meth:`StoreHandle.sql` and
 :meth:`StoreHandle.advance` (a controllable clock: shifting every stored timestamp back by
-``s`` seconds is the same, for the store, as ``s`` seconds passing).
+``s`` seconds is the same, for the store, as ``s`` seconds passing). A :class:`~alkstore.Job` read before ``advance`` carries the old
+``started_on``, so as a fence it no longer matches its attempt: re-read it with ``get_job``.
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ class _LoopThread:
 class StoreHandle:
     """A store on a fresh schema, seen synchronously, plus test-only tools."""
 
-    def __init__(self, backend: Backend, driver: str, schema: str) -> None:
+    def __init__(self, backend: Backend, driver: str, schema: str, *, owner: bool = True) -> None:
+        self.owner = owner
         self.backend = backend
         self.driver = driver
         self.schema = schema
@@ -159,10 +161,15 @@ class StoreHandle:
         """How many jobs the schema holds, in every queue and state."""
         return int(self.sql("SELECT count(*) AS n FROM {s}.job")[0]["n"])
 
+    def sibling(self) -> StoreHandle:
+        """Another store on the same schema and driver (it does not drop the schema)."""
+        return StoreHandle(self.backend, self.driver, self.schema, owner=False)
+
     def close(self) -> None:
-        """Drop the schema and close the store."""
+        """Close the store; the handle that created the schema drops it first."""
         try:
-            self.sql(f"DROP SCHEMA {quote_schema(self.schema)} CASCADE")
+            if self.owner:
+                self.sql(f"DROP SCHEMA {quote_schema(self.schema)} CASCADE")
         finally:
             if isinstance(self._store, AsyncStore):
                 assert self._loop is not None

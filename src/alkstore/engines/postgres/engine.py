@@ -117,6 +117,11 @@ class PostgresEngine:
         if not getattr(self.capabilities, capability):
             raise UnsupportedByEngine(self.name, capability, what)
 
+    def _require_queue(self, name: str, field: str = "queue") -> Steps[None]:
+        found = yield Statement(f"SELECT 1 AS found FROM {self.s}.queue WHERE name = $1", (name,))
+        if not found:
+            raise QueueNotFound(name, field=field)
+
     def _lock_key(self) -> int:
         digest = hashlib.sha256(f"alkstore.migrate.{self.schema}".encode()).digest()
         return int.from_bytes(digest[:8], "big", signed=True)
@@ -330,9 +335,7 @@ class PostgresEngine:
         s = self.s
 
         def steps() -> Steps[QueueStats]:
-            found = yield Statement(f"SELECT 1 AS found FROM {s}.queue WHERE name = $1", (name,))
-            if not found:
-                raise QueueNotFound(name)
+            yield from self._require_queue(name)
             rows = yield Statement(
                 f"""SELECT state, count(*) AS n,
                        extract(epoch FROM now() - min(start_after)
@@ -419,9 +422,7 @@ class PostgresEngine:
         def steps() -> Steps[list[uuid.UUID]]:
             rows = yield Statement(sql, params)
             if len(rows) < len(jobs):
-                found = yield Statement(f"SELECT 1 AS found FROM {s}.queue WHERE name = $1", (queue,))
-                if not found:
-                    raise QueueNotFound(queue)
+                yield from self._require_queue(queue)
             return [o.options.id for o in jobs]  # type: ignore[misc]
 
         def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
@@ -455,10 +456,14 @@ class PostgresEngine:
             FROM next WHERE j.name = next.name AND j.id = next.id{recheck}
             RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
 
-        def result(rows: list[Row]) -> list[Job]:
+        def steps() -> Steps[list[Job]]:
+            rows = yield Statement(sql, (queue, batch_size))
+            if not rows:
+                # Only an empty fetch pays for telling "no jobs" from "no such queue".
+                yield from self._require_queue(queue)
             return sorted((Job.from_row(r) for r in rows), key=Job.sort_key)
 
-        return self._single("fetch", sql, (queue, batch_size), result)
+        return self._plan("fetch", steps)
 
     # -- settling --------------------------------------------------------------------------
 
@@ -638,9 +643,8 @@ class PostgresEngine:
             rows = yield Statement(
                 f"SELECT name FROM {s}.queue WHERE name = $1 OR name = $2::text", (dlq, to)
             )
-            names = {r["name"] for r in rows}
             for field, queue in (("dlq", dlq), ("to", to)):
-                if queue is not None and queue not in names:
+                if queue is not None and queue not in {r["name"] for r in rows}:
                     raise QueueNotFound(queue, field=field)
             if self.capabilities.multi_mutation_cte:
                 rows = yield Statement(

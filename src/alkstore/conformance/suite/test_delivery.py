@@ -1,0 +1,60 @@
+"""Delivery guarantees: fencing, and concurrent fetchers never sharing a job (spec §9)."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from alkstore import JobState
+
+
+def test_a_stale_attempt_cannot_settle_the_new_one(store):
+    store.create_queue("q", expire_seconds=10)
+    job_id = store.send("q", 1)
+    store.fetch("q")
+    store.advance(11)
+    assert store.maintain().expired == 1
+    stale = store.get_job("q", job_id)  # the expired attempt, as its worker last saw it
+    (fresh,) = store.fetch("q")
+    assert fresh.retry_count == stale.retry_count + 1
+    assert store.complete("q", stale, "late") == 0
+    assert store.fail("q", stale, "late") == 0
+    assert store.touch("q", stale) == 0
+    assert store.get_job("q", job_id).state is JobState.ACTIVE
+    assert store.complete("q", fresh, "on time") == 1
+    assert store.get_job("q", job_id).output == "on time"
+
+
+def test_a_bare_id_settles_the_current_attempt(store):
+    store.create_queue("q", expire_seconds=10)
+    job_id = store.send("q", 1)
+    store.fetch("q")
+    store.advance(11)
+    store.maintain()
+    store.fetch("q")
+    assert store.complete("q", job_id, "by id") == 1
+    assert store.get_job("q", job_id).state is JobState.COMPLETED
+
+
+def test_concurrent_fetchers_never_share_a_job_and_drain_everything(store):
+    store.create_queue("q")
+    sent = set(store.send_many("q", [{"data": i} for i in range(2000)]))
+    seen: list[list] = [[] for _ in range(8)]
+    start = threading.Barrier(8)
+
+    def worker(slot: int) -> None:
+        start.wait()
+        while True:
+            jobs = store.fetch("q", batch_size=7)
+            if not jobs:
+                return
+            seen[slot].extend(j.id for j in jobs)
+            assert store.complete("q", jobs) == len(jobs)
+
+    with ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(worker, i) for i in range(8)]:
+            future.result()
+    delivered = [job_id for ids in seen for job_id in ids]
+    assert len(delivered) == len(set(delivered)) == 2000
+    assert set(delivered) == sent
+    assert store.queue_stats("q").counts[JobState.COMPLETED] == 2000

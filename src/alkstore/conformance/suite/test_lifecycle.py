@@ -1,0 +1,169 @@
+"""Fetch, complete, fail, cancel, resume, retry, delete, touch (spec §3)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from alkstore import InvalidOptions, JobState, QueueNotFound
+
+
+def test_fetch_claims_in_priority_then_fifo_order(store):
+    store.create_queue("q")
+    a = store.send("q", "a")
+    b = store.send("q", "b", priority=5)
+    c = store.send("q", "c")
+    d = store.send("q", "d", priority=-1)
+    e = store.send("q", "e", priority=5)
+    jobs = store.fetch("q", batch_size=10)
+    assert [j.id for j in jobs] == [b, e, a, c, d]
+    for job in jobs:
+        assert job.state is JobState.ACTIVE
+        assert job.started_on is not None and job.retry_count == 0
+    assert store.fetch("q", batch_size=10) == []
+
+
+def test_fetch_respects_batch_size_and_queue(store):
+    store.create_queue("q")
+    store.create_queue("other")
+    store.send_many("q", [{"data": i} for i in range(5)])
+    store.send("other", "x")
+    assert [j.data for j in store.fetch("q", batch_size=2)] == [0, 1]
+    assert [j.data for j in store.fetch("q", batch_size=2)] == [2, 3]
+    assert [j.data for j in store.fetch("q", batch_size=2)] == [4]
+    assert all(j.queue == "q" for j in store.fetch("q", batch_size=2)) is True
+    assert [j.data for j in store.fetch("other")] == ["x"]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None])
+def test_fetch_batch_size_below_one_is_refused(store, bad):
+    store.create_queue("q")
+    store.send("q", 1)
+    with pytest.raises(InvalidOptions) as err:
+        store.fetch("q", batch_size=bad)
+    assert (err.value.field, err.value.value) == ("batch_size", bad)
+    assert store.queue_stats("q").queued == 1
+
+
+def test_fetch_unknown_queue_raises(store):
+    with pytest.raises(QueueNotFound):
+        store.fetch("nope")
+
+
+def test_complete_stores_output_and_counts_only_active_jobs(store):
+    store.create_queue("q")
+    store.create_queue("other")
+    ids = store.send_many("q", [{"data": i} for i in range(3)])
+    other = store.send("other", "o")
+    store.fetch("q", batch_size=2)
+    store.fetch("other")
+    # ids[2] is still queued, `other` is in another queue, one id does not exist
+    changed = store.complete("q", [ids[0], ids[1], ids[2], other, uuid.uuid4()], {"ok": True})
+    assert changed == 2
+    done = store.get_job("q", ids[0])
+    assert done.state is JobState.COMPLETED and done.output == {"ok": True}
+    assert done.completed_on is not None
+    assert store.get_job("q", ids[2]).state is JobState.CREATED
+    assert store.get_job("other", other).state is JobState.ACTIVE
+    assert store.complete("q", ids[0]) == 0  # already completed
+
+
+def test_ids_accept_one_id_strings_and_jobs(store):
+    store.create_queue("q")
+    store.send_many("q", [{"data": i} for i in range(3)])
+    a, b, c = store.fetch("q", batch_size=3)
+    assert store.complete("q", a.id) == 1
+    assert store.complete("q", str(b.id)) == 1
+    assert store.complete("q", c) == 1
+    assert store.complete("q", []) == 0
+
+
+def test_invalid_ids_are_refused(store):
+    store.create_queue("q")
+    with pytest.raises(InvalidOptions) as err:
+        store.complete("q", ["not-a-uuid"])
+    assert err.value.field == "ids"
+    with pytest.raises(InvalidOptions):
+        store.cancel("q", 42)
+
+
+def test_complete_refuses_non_json_output(store):
+    store.create_queue("q")
+    store.send("q", 1)
+    (job,) = store.fetch("q")
+    with pytest.raises(InvalidOptions) as err:
+        store.complete("q", job, {1, 2})
+    assert err.value.field == "output"
+    assert store.get_job("q", job.id).state is JobState.ACTIVE
+
+
+def test_cancel_queued_and_active_then_resume(store):
+    store.create_queue("q")
+    queued, active, done = store.send_many("q", [{"data": i} for i in range(3)])
+    store.fetch("q", batch_size=1)  # claims `queued`
+    # `queued` is now active; fetch again to make the second active, complete the third
+    store.fetch("q")
+    (third,) = store.fetch("q")
+    store.complete("q", third)
+    assert store.cancel("q", [queued, active, done]) == 2
+    for job_id in (queued, active):
+        job = store.get_job("q", job_id)
+        assert job.state is JobState.CANCELLED and job.completed_on is not None
+    assert store.get_job("q", done).state is JobState.COMPLETED
+    assert store.resume("q", [queued, active, done]) == 2
+    resumed = store.get_job("q", queued)
+    assert resumed.state is JobState.CREATED and resumed.completed_on is None
+    assert {j.id for j in store.fetch("q", batch_size=5)} == {queued, active}
+
+
+def test_cancel_unstarted_job_then_resume(store):
+    store.create_queue("q")
+    job_id = store.send("q", 1)
+    assert store.cancel("q", job_id) == 1
+    assert store.fetch("q") == []
+    assert store.resume("q", job_id) == 1
+    assert store.resume("q", job_id) == 0
+    assert [j.id for j in store.fetch("q")] == [job_id]
+
+
+def test_delete_jobs_in_any_state(store):
+    store.create_queue("q")
+    ids = store.send_many("q", [{"data": i} for i in range(3)])
+    (first,) = store.fetch("q")
+    store.complete("q", first)
+    store.fetch("q")
+    assert store.delete_jobs("q", ids + [uuid.uuid4()]) == 3
+    assert store.job_count() == 0
+    assert store.delete_jobs("q", ids) == 0
+
+
+def test_delete_jobs_ignores_other_queues(store):
+    store.create_queue("q")
+    store.create_queue("other")
+    other = store.send("other", 1)
+    assert store.delete_jobs("q", other) == 0
+    assert store.get_job("other", other) is not None
+
+
+def test_touch_only_active_jobs(store):
+    store.create_queue("q", heartbeat_seconds=30)
+    queued = store.send("q", 1)
+    running = store.send("q", 2)
+    store.delete_jobs("q", queued)
+    queued = store.send("q", 3, priority=-1)
+    (job,) = store.fetch("q")
+    assert job.id == running and job.heartbeat_on is not None
+    store.advance(10)
+    before = store.get_job("q", running)  # advance() moved the stored times, so re-read
+    assert store.touch("q", [before, queued]) == 1
+    assert store.get_job("q", running).heartbeat_on > before.heartbeat_on
+    assert store.get_job("q", queued).heartbeat_on is None
+
+
+def test_get_job_of_other_queue_is_none(store):
+    store.create_queue("q")
+    store.create_queue("other")
+    job_id = store.send("q", 1)
+    assert store.get_job("other", job_id) is None
+    assert store.get_job("q", uuid.uuid4()) is None

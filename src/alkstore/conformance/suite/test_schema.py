@@ -1,0 +1,67 @@
+"""Schema installation, versioning and per-queue partitions (spec §8, issue: foundation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from alkstore import SchemaVersionError, UnsupportedByEngine
+from alkstore.engines.postgres.identifiers import partition_table
+from alkstore.engines.postgres.schema import LATEST
+
+
+def test_schema_is_installed_at_the_latest_version(store):
+    assert store.schema_version() == LATEST
+    assert store.migrate() == LATEST
+    assert store.schema_version() == LATEST
+    assert len(store.sql("SELECT version FROM {s}.version")) == 1
+
+
+def test_a_second_store_on_the_same_schema_reuses_it(store):
+    store.create_queue("q")
+    store.send("q", 1)
+    other = store.sibling()
+    try:
+        assert other.queue_stats("q").queued == 1
+    finally:
+        other.close()
+
+
+def test_a_database_newer_than_the_library_is_refused(store):
+    store.sql("UPDATE {s}.version SET version = $1::int", LATEST + 1)
+    with pytest.raises(SchemaVersionError) as err:
+        store.sibling()
+    assert str(LATEST + 1) in str(err.value)
+    with pytest.raises(SchemaVersionError):
+        store.migrate()
+    store.sql("UPDATE {s}.version SET version = $1::int", LATEST)
+
+
+@pytest.mark.requires("table_partitioning", "plpgsql")
+def test_partitioned_queue_gets_its_own_partition(store):
+    store.create_queue("big", partition=True)
+    store.create_queue("small")
+    big = store.send_many("big", [{"data": i} for i in range(3)])
+    store.send("small", 1)
+    table = partition_table("big")
+    rows = store.sql(
+        "SELECT tableoid::regclass::text AS part, count(*) AS n FROM {s}.job GROUP BY 1 ORDER BY 1"
+    )
+    parts = {r["part"].split(".")[-1].strip('"'): int(r["n"]) for r in rows}
+    assert parts == {table: 3, "job_default": 1}
+    assert store.get_queue("big").options.partition is True
+    (job,) = store.fetch("big")
+    assert job.id == big[0]
+    assert store.complete("big", job) == 1
+    store.delete_queue("big")
+    gone = store.sql("SELECT to_regclass($1::text) IS NULL AS gone", f"{store.schema}.{table}")
+    assert gone[0]["gone"] is True
+    assert store.job_count() == 1
+
+
+def test_partition_refused_where_the_engine_cannot(store):
+    if store.engine.capabilities.table_partitioning:
+        pytest.skip("engine has table_partitioning; the refusal cannot be exercised")
+    with pytest.raises(UnsupportedByEngine) as err:
+        store.create_queue("q", partition=True)
+    assert err.value.capability == "table_partitioning"
+    assert store.queues() == []
