@@ -15,6 +15,8 @@ from typing import TypeVar
 
 from .core.errors import AlkstoreError
 from .core.plans import (
+    Row,
+    Statement,
     MAX_SERIALIZATION_RETRIES,
     SERIALIZATION_FAILURE,
     Plan,
@@ -48,24 +50,49 @@ def _translate(plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, 
     raise exc
 
 
-def _drive(session: SyncSession, plan: Plan[T]) -> T:
+def _tolerated(driver: SyncDriver | AsyncDriver, statement: Statement, exc: Exception) -> bool:
+    info = driver.error_info(exc) if statement.tolerate else None
+    return info is not None and info.sqlstate in statement.tolerate
+
+
+def _execute(session: SyncSession, driver: SyncDriver, statement: Statement) -> list[Row]:
+    try:
+        return session.execute(statement)
+    except Exception as exc:
+        if _tolerated(driver, statement, exc):
+            return []
+        raise
+
+
+async def _execute_async(
+    session: AsyncSession, driver: AsyncDriver, statement: Statement
+) -> list[Row]:
+    try:
+        return await session.execute(statement)
+    except Exception as exc:
+        if _tolerated(driver, statement, exc):
+            return []
+        raise
+
+
+def _drive(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:
     gen = plan.steps()
     try:
         statement = next(gen)
         while True:
-            statement = gen.send(session.execute(statement))
+            statement = gen.send(_execute(session, driver, statement))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
         gen.close()
 
 
-async def _drive_async(session: AsyncSession, plan: Plan[T]) -> T:
+async def _drive_async(session: AsyncSession, driver: AsyncDriver, plan: Plan[T]) -> T:
     gen = plan.steps()
     try:
         statement = next(gen)
         while True:
-            statement = gen.send(await session.execute(statement))
+            statement = gen.send(await _execute_async(session, driver, statement))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
     finally:
@@ -79,9 +106,9 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
         try:
             with source.session() as session:
                 if not plan.transaction:
-                    return _drive(session, plan)
+                    return _drive(session, driver, plan)
                 with session.transaction(plan.isolation):
-                    return _drive(session, plan)
+                    return _drive(session, driver, plan)
         except Exception as exc:
             pause = _translate(plan, driver, exc, attempt)
         attempt += 1
@@ -95,9 +122,9 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
         try:
             async with source.session() as session:
                 if not plan.transaction:
-                    return await _drive_async(session, plan)
+                    return await _drive_async(session, driver, plan)
                 async with session.transaction(plan.isolation):
-                    return await _drive_async(session, plan)
+                    return await _drive_async(session, driver, plan)
         except Exception as exc:
             pause = _translate(plan, driver, exc, attempt)
         attempt += 1

@@ -15,11 +15,14 @@ from typing import Any, Self
 from .core.records import Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
 from .drivers import async_driver, sync_driver
-from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver
+from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
 from .engines.postgres import PostgresEngine
 from .operations import Operations
 from .runner import run_async, run_sync
-from .target import Target, resolve_target
+from .core.validation import check_schema_name
+from .engines import engine_class
+from .engines.detect import detect_plan
+from .target import Target, build_engine, resolve_target
 
 Ids = IdLike | Iterable[IdLike]
 
@@ -62,7 +65,7 @@ class Store:
     # schema
     def migrate(self) -> int:
         """Install or upgrade the schema (safe when many processes do it at once)."""
-        return int(self._run(self.engine.migrate()))
+        return int([self._run(plan) for plan in self.engine.migrate()][-1])
 
     def schema_version(self) -> int | None:
         """The schema version recorded in the database, None if not installed."""
@@ -195,7 +198,7 @@ class AsyncStore:
 
     async def migrate(self) -> int:
         """See :meth:`Store.migrate`."""
-        return int(await self._run(self.engine.migrate()))
+        return int([await self._run(plan) for plan in self.engine.migrate()][-1])
 
     async def schema_version(self) -> int | None:
         """See :meth:`Store.schema_version`."""
@@ -289,11 +292,16 @@ class AsyncStore:
         return self._ops.report(counts)
 
 
-def _settings(engine: PostgresEngine, pool_size: int) -> DriverSettings:
-    single = engine.capabilities.single_connection
-    return DriverSettings(
-        pool_size=1 if single else pool_size, prepared_statements=not single
-    )
+def _settings(engine_name: str, pool_size: int) -> DriverSettings:
+    single = engine_class(engine_name).capabilities.single_connection
+    return DriverSettings(pool_size=1 if single else pool_size, prepared_statements=not single)
+
+
+def _adopted(drv: SyncDriver | AsyncDriver, target: Target) -> Any:
+    adopted = drv.adopt(target.native)
+    if adopted is None:
+        raise TypeError(f"{type(target.native).__name__} is not a {drv.name} connection or pool")
+    return adopted
 
 
 def connect(
@@ -304,57 +312,99 @@ def connect(
     schema: str = "alkstore",
     pool_size: int = 10,
     migrate: bool = True,
+    emulate: bool = False,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
     ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
     persistent), or a connection or pool of the chosen driver that you own (so that ``send``
-    joins your transaction). ``engine`` defaults to ``postgres`` (``pglite`` for a pglite
-    URI). With ``migrate`` the schema is installed or upgraded now; without it a database
-    newer than this library is still refused with :class:`SchemaVersionError`.
+    joins your transaction). ``engine`` is ``postgres`` (default), ``cockroachdb``,
+    ``yugabytedb``, ``citus``, ``pglite`` (default for a pglite URI), ``auto`` (detected from
+    the server), or a third-party engine's entry-point name; ``engine_options`` passes
+    engine settings (``{"distributed": True}`` for sharded Citus). ``emulate`` runs a
+    distributed engine on stock PostgreSQL behind a guard that rejects what its real server
+    would. With ``migrate`` the schema is installed or upgraded now; either way a database
+    newer than this library is refused with :class:`SchemaVersionError`.
     """
-    target: Target = resolve_target(dsn, engine, schema)
+    check_schema_name(schema)
+    target = resolve_target(dsn, engine)
     try:
         drv = sync_driver(driver)
-        if target.dsn is None:
-            source = _adopted(drv, target)
-        else:
-            source = drv.open(target.dsn, _settings(target.engine, pool_size))
-        store = Store(target.engine, drv, source, on_close=target.close)
+        source: SyncSource = (
+            _adopted(drv, target)
+            if target.dsn is None
+            else drv.open(target.dsn, _settings(_base_name(target.requested), pool_size))
+        )
     except BaseException:
         target.close()
         raise
     try:
-        store._run(target.engine.migrate() if migrate else target.engine.check_version())
+        detected = run_sync(source, drv, detect_plan()) if target.needs_detection else None
+        chosen = build_engine(
+            target.requested, detected, schema, emulate=emulate, options=engine_options or {}
+        )
+        if emulate:
+            from .engines.emulation import PROFILES, guard_sync
+
+            source = guard_sync(source, PROFILES[str(chosen.emulation_profile)])
+    except BaseException:
+        source.close()
+        target.close()
+        raise
+    store = Store(chosen, drv, source, on_close=target.close)
+    try:
+        store.migrate() if migrate else store._run(chosen.check_version())
     except BaseException:
         store.close()
         raise
     return store
 
 
-def _adopted(drv: SyncDriver | AsyncDriver, target: Target) -> Any:
-    adopted = drv.adopt(target.native)
-    if adopted is None:
-        raise TypeError(f"{type(target.native).__name__} is not a {drv.name} connection or pool")
-    return adopted
+def _base_name(requested: str) -> str:
+    return "postgres" if requested == "auto" else requested
 
 
 async def _open_async(
-    dsn: Any, engine: str | None, driver: str, schema: str, pool_size: int, migrate: bool
+    dsn: Any,
+    engine: str | None,
+    driver: str,
+    schema: str,
+    pool_size: int,
+    migrate: bool,
+    emulate: bool,
+    engine_options: Mapping[str, Any] | None,
 ) -> AsyncStore:
-    target = resolve_target(dsn, engine, schema)
+    check_schema_name(schema)
+    target = resolve_target(dsn, engine)
     try:
         drv = async_driver(driver)
-        if target.dsn is None:
-            source: AsyncSource = _adopted(drv, target)
-        else:
-            source = await drv.open(target.dsn, _settings(target.engine, pool_size))
-        store = AsyncStore(target.engine, drv, source, on_close=target.close)
+        source: AsyncSource = (
+            _adopted(drv, target)
+            if target.dsn is None
+            else await drv.open(target.dsn, _settings(_base_name(target.requested), pool_size))
+        )
     except BaseException:
         target.close()
         raise
     try:
-        await store._run(target.engine.migrate() if migrate else target.engine.check_version())
+        detected = (
+            await run_async(source, drv, detect_plan()) if target.needs_detection else None
+        )
+        chosen = build_engine(
+            target.requested, detected, schema, emulate=emulate, options=engine_options or {}
+        )
+        if emulate:
+            from .engines.emulation import PROFILES, guard_async
+
+            source = guard_async(source, PROFILES[str(chosen.emulation_profile)])
+    except BaseException:
+        await source.close()
+        target.close()
+        raise
+    store = AsyncStore(chosen, drv, source, on_close=target.close)
+    try:
+        await (store.migrate() if migrate else store._run(chosen.check_version()))
     except BaseException:
         await store.close()
         raise
@@ -390,9 +440,15 @@ def connect_async(
     schema: str = "alkstore",
     pool_size: int = 10,
     migrate: bool = True,
+    emulate: bool = False,
+    engine_options: Mapping[str, Any] | None = None,
 ) -> AsyncConnector:
     """Open an :class:`AsyncStore` (``driver``: ``psycopg`` or ``asyncpg``); see :func:`connect`.
 
     ``store = await connect_async(...)`` or ``async with connect_async(...) as store:``.
     """
-    return AsyncConnector(lambda: _open_async(dsn, engine, driver, schema, pool_size, migrate))
+    return AsyncConnector(
+        lambda: _open_async(
+            dsn, engine, driver, schema, pool_size, migrate, emulate, engine_options
+        )
+    )

@@ -1,12 +1,14 @@
-"""What ``connect`` was pointed at: an engine instance plus a DSN or a caller's connection.
+"""What ``connect`` was pointed at, and which engine serves it.
 
 A ``pglite://`` URI starts the embedded engine's Node.js bridge here; the store stops it on
-close.
+close. ``engine="auto"`` picks the engine from what the server says it is; an explicit
+engine that does not match the server is used as asked, with a warning.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +19,7 @@ from .engines import engine_class
 from .engines.postgres import PostgresEngine
 
 PGLITE_SCHEME = "pglite"
+AUTO = "auto"
 
 
 def _nothing() -> None:
@@ -25,20 +28,26 @@ def _nothing() -> None:
 
 @attrs.frozen
 class Target:
-    """An engine and where to reach its database."""
+    """Where to reach the database, and what engine was asked for."""
 
-    engine: PostgresEngine
+    requested: str
+    """An engine name, or ``auto``."""
     dsn: str | None
     """A URI to open connections to, or None when ``native`` is the caller's connection."""
     native: Any = None
     close: Callable[[], None] = _nothing
     """Releases what resolving started (the PGlite bridge); idempotent."""
 
+    @property
+    def needs_detection(self) -> bool:
+        """Whether the server must be asked what it is (auto, or to warn on a mismatch)."""
+        return self.requested != PGLITE_SCHEME
 
-def resolve_target(dsn: Any, engine: str | None, schema: str) -> Target:
-    """Pick the engine (explicit, or from the URI scheme) and start what it needs."""
+
+def resolve_target(dsn: Any, engine: str | None) -> Target:
+    """Pick the requested engine (explicit, or from the URI scheme) and start what it needs."""
     if not isinstance(dsn, str):
-        return Target(engine_class(engine or "postgres")(schema), None, native=dsn)
+        return Target(engine or "postgres", None, native=dsn)
     scheme = urlsplit(dsn).scheme
     if scheme == PGLITE_SCHEME:
         if engine not in (None, PGLITE_SCHEME):
@@ -46,7 +55,37 @@ def resolve_target(dsn: Any, engine: str | None, schema: str) -> Target:
         from .engines.pglite import open_pglite
 
         real_dsn, close = open_pglite(dsn)
-        return Target(engine_class(PGLITE_SCHEME)(schema), real_dsn, close=close)
+        return Target(PGLITE_SCHEME, real_dsn, close=close)
     if scheme not in ("postgres", "postgresql"):
         raise InvalidOptions("dsn", dsn, "must be a postgresql:// or pglite:// URI")
-    return Target(engine_class(engine or "postgres")(schema), dsn)
+    return Target(engine or "postgres", dsn)
+
+
+def build_engine(
+    requested: str,
+    detected: str | None,
+    schema: str,
+    *,
+    emulate: bool,
+    options: Mapping[str, Any],
+) -> PostgresEngine:
+    """The engine instance for ``requested`` on a server detected as ``detected``."""
+    name = requested
+    if requested == AUTO:
+        name = detected or "postgres"
+    if name == "citus" and options.get("distributed"):
+        name = "citus-distributed"
+    unknown = set(options) - {"distributed"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")
+    cls = engine_class(name)
+    if emulate:
+        if cls.emulation_profile is None:
+            raise InvalidOptions("emulate", True, f"engine {name!r} has no emulated mode")
+    elif detected is not None and requested != AUTO and detected != name.split("-")[0]:
+        warnings.warn(
+            f"engine {name!r} was chosen but the server looks like {detected!r}",
+            stacklevel=3,
+        )
+    return cls(schema, emulated=emulate)

@@ -56,15 +56,16 @@ class Backend:
 
     dsn: str
     engine_name: str
+    emulate: bool = False
     cluster: TempCluster | None = None
 
     @classmethod
-    def start(cls, dsn: str | None, engine: str) -> Backend:
+    def start(cls, dsn: str | None, engine: str, *, emulate: bool = False) -> Backend:
         """Use ``dsn``, or start a throwaway cluster when it is None."""
         if dsn:
-            return cls(dsn, engine)
+            return cls(dsn, engine, emulate)
         cluster = TempCluster()
-        return cls(cluster.start(), engine, cluster)
+        return cls(cluster.start(), engine, emulate, cluster)
 
     def stop(self) -> None:
         """Stop the throwaway cluster, if this run started one."""
@@ -113,12 +114,17 @@ class StoreHandle:
                         engine=backend.engine_name,
                         driver=driver.removesuffix("-async"),
                         schema=schema,
+                        emulate=backend.emulate,
                     )
                 )
             )
         else:
             self._store = connect(
-                backend.dsn, engine=backend.engine_name, driver=driver, schema=schema
+                backend.dsn,
+                engine=backend.engine_name,
+                driver=driver,
+                schema=schema,
+                emulate=backend.emulate,
             )
 
     @property

@@ -38,6 +38,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--alkstore-dsn", default=os.environ.get("ALKSTORE_DSN"))
     group.addoption("--alkstore-engine", default=os.environ.get("ALKSTORE_ENGINE", "postgres"))
     group.addoption(
+        "--alkstore-emulate",
+        action="store_true",
+        default=os.environ.get("ALKSTORE_EMULATE") == "1",
+        help="run a distributed engine on stock PostgreSQL behind its emulation guard",
+    )
+    group.addoption(
         "--alkstore-driver",
         default=os.environ.get("ALKSTORE_DRIVER", "all"),
         help=f"one of {', '.join(DRIVERS)}, a comma list, or all",
@@ -72,7 +78,9 @@ def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """The database under test: the given DSN, or a throwaway cluster started now."""
     config = request.config
     backend = Backend.start(
-        dsn=config.getoption("--alkstore-dsn"), engine=str(config.getoption("--alkstore-engine"))
+        dsn=config.getoption("--alkstore-dsn"),
+        engine=str(config.getoption("--alkstore-engine")),
+        emulate=bool(config.getoption("--alkstore-emulate")),
     )
     try:
         yield backend
@@ -102,5 +110,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     dsn: Any = config.getoption("--alkstore-dsn") or "(throwaway cluster)"
     return [
         f"alkstore: engine={config.getoption('--alkstore-engine')} "
+        f"emulate={config.getoption('--alkstore-emulate')} "
         f"drivers={','.join(_drivers(config))} dsn={dsn}"
     ]

@@ -25,6 +25,9 @@ class Statement:
 
     sql: str
     params: tuple[Any, ...] = ()
+    tolerate: frozenset[str] = frozenset()
+    """SQLSTATEs that mean "already done" for this statement: the runner then returns no
+    rows instead of raising. Only for statements outside a transaction."""
 
 
 class Isolation(str, enum.Enum):

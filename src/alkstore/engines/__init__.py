@@ -14,6 +14,10 @@ from .postgres import PostgresEngine
 
 BUILTIN = {
     "postgres": "alkstore.engines.postgres:PostgresEngine",
+    "cockroachdb": "alkstore.engines.cockroachdb:CockroachDBEngine",
+    "yugabytedb": "alkstore.engines.yugabytedb:YugabyteDBEngine",
+    "citus": "alkstore.engines.citus:CitusEngine",
+    "citus-distributed": "alkstore.engines.citus:CitusDistributedEngine",
     "pglite": "alkstore.engines.pglite:PGliteEngine",
 }
 """Built-in engine name -> ``module:class``."""

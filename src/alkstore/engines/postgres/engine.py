@@ -85,10 +85,20 @@ class PostgresEngine:
     capabilities: ClassVar[Capabilities] = Capabilities()
     isolation: ClassVar[Isolation | None] = None
     """Isolation every transaction of this engine runs at (None: the server default)."""
+    emulation_profile: ClassVar[str | None] = None
+    """The guard profile that emulates this engine's server on stock PostgreSQL, if any."""
+    server_marker: ClassVar[str | None] = None
+    """Text in ``version()`` that identifies this engine's server (see engines.detect)."""
 
-    def __init__(self, schema: str = "alkstore") -> None:
+    def __init__(self, schema: str = "alkstore", *, emulated: bool = False) -> None:
         self.schema = schema
         self.s = quote_schema(schema)
+        self.emulated = emulated
+        """Running on stock PostgreSQL behind this engine's emulation guard."""
+
+    def after_install(self) -> list[Statement]:
+        """Statements run right after a fresh install, in the same transaction."""
+        return []
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -128,38 +138,61 @@ class PostgresEngine:
 
     # -- schema ----------------------------------------------------------------------------
 
-    def migrate(self, target: int = LATEST) -> Plan[int]:
-        """Install or upgrade the schema to ``target``; returns the version now installed.
+    def migrate(self, target: int = LATEST) -> list[Plan[Any]]:
+        """Plans that install or upgrade the schema to ``target``, to run in order.
 
-        One transaction holding an advisory lock: when many processes start together exactly
-        one migrates and the rest wait, then find the work done.
+        The last plan returns the version now installed. It runs in one transaction that
+        first takes the migration lock, so when many processes start together exactly one
+        migrates and the rest wait, then find the work done. The lock is an advisory lock
+        where the engine has them, else a claim row (``FOR UPDATE`` on a lock table that an
+        untransacted bootstrap plan creates, tolerating a concurrent creator).
         """
         s = self.s
+        plans: list[Plan[Any]] = []
+        if not self.capabilities.advisory_locks:
+            plans.append(self._plan("migrate-bootstrap", self._claim_row_bootstrap))
 
         def steps() -> Steps[int]:
-            yield from self._migration_lock()
-            yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            if self.capabilities.advisory_locks:
+                yield Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key(),))
+                yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            else:
+                yield Statement(
+                    f"SELECT name FROM {s}.migration_lock WHERE name = 'migrate' FOR UPDATE"
+                )
             current = yield from self._read_version()
             if current is not None and current > target:
                 raise SchemaVersionError(
                     f"schema {self.schema!r} is at version {current}, newer than this "
                     f"library's {target}: upgrade alkstore"
                 )
-            start = current or 0
-            for version in range(start + 1, target + 1):
+            for version in range((current or 0) + 1, target + 1):
                 for ddl in MIGRATIONS[version](s, self.capabilities):
                     yield Statement(ddl)
             if current is None:
+                for statement in self.after_install():
+                    yield statement
                 yield Statement(f"INSERT INTO {s}.version (version) VALUES ($1)", (target,))
             elif target > current:
                 yield Statement(f"UPDATE {s}.version SET version = $1", (target,))
             return target
 
-        return self._plan("migrate", steps, transaction=True)
+        plans.append(self._plan("migrate", steps, transaction=True))
+        return plans
 
-    def _migration_lock(self) -> Steps[None]:
-        self._require("advisory_locks", "schema migration lock")
-        yield Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key(),))
+    def _claim_row_bootstrap(self) -> Steps[None]:
+        # Concurrent "IF NOT EXISTS" creators can still collide on the catalog's unique
+        # indexes; the loser's error only means the object now exists.
+        exists = frozenset({"23505", "42P06", "42P07"})
+        s = self.s
+        yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}", tolerate=exists)
+        yield Statement(
+            f"CREATE TABLE IF NOT EXISTS {s}.migration_lock (name text PRIMARY KEY)",
+            tolerate=exists,
+        )
+        yield Statement(
+            f"INSERT INTO {s}.migration_lock (name) VALUES ('migrate') ON CONFLICT DO NOTHING"
+        )
 
     def _read_version(self) -> Steps[int | None]:
         rows = yield Statement(
