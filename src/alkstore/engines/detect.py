@@ -23,5 +23,9 @@ def engine_for(rows: list[Row]) -> str:
 
 
 def detect_plan() -> Plan[str]:
-    """A plan returning the detected engine name."""
-    return single("detect", DETECT, engine_for)
+    """A plan returning the detected engine name.
+
+    Transactional, so that on a caller's non-autocommit connection it leaves no implicit
+    transaction open behind ``connect``.
+    """
+    return single("detect", DETECT, engine_for, transaction=True)
