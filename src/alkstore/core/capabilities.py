@@ -43,9 +43,11 @@ class Capabilities:
         return [a.name for a in attrs.fields(type(self))]
 
     def lacking(self) -> list[str]:
-        """The names of the capabilities that are off (``serialization_retries`` excluded)."""
+        """The capabilities that are off, other than the two behaviours that are not features
+        (``serialization_retries``, ``single_connection``)."""
         return [
             name
             for name in self.names()
-            if not getattr(self, name) and name not in ("serialization_retries", "single_connection")
+            if not getattr(self, name)
+            and name not in ("serialization_retries", "single_connection")
         ]

@@ -9,6 +9,8 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import json
+import math
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +19,7 @@ import attrs
 
 from .errors import InvalidOptions
 from .validation import (
+    boolean,
     int_at_least,
     optional_bool,
     optional_int,
@@ -65,7 +68,7 @@ class QueueOptions:
 
     retry_limit: int = attrs.field(default=2, validator=int_at_least(0))
     retry_delay: int = attrs.field(default=0, validator=int_at_least(0))
-    retry_backoff: bool = attrs.field(default=False, validator=optional_bool)
+    retry_backoff: bool = attrs.field(default=False, validator=boolean)
     retry_delay_max: int | None = attrs.field(default=None, validator=_check_delay_max)
     expire_seconds: int = attrs.field(default=900, validator=int_at_least(1))
     heartbeat_seconds: int | None = attrs.field(
@@ -75,7 +78,7 @@ class QueueOptions:
     deletion_seconds: int = attrs.field(default=7 * DAY, validator=int_at_least(0))
     policy: Policy = attrs.field(default=Policy.STANDARD, converter=_policy)
     dead_letter: str | None = attrs.field(default=None, validator=queue_name)
-    partition: bool = attrs.field(default=False, validator=optional_bool)
+    partition: bool = attrs.field(default=False, validator=boolean)
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> QueueOptions:
@@ -105,13 +108,17 @@ def _start_after(value: object) -> dt.datetime | float | None:
         if value.tzinfo is None:
             raise InvalidOptions("start_after", value, "datetime must be timezone-aware")
         return value
-    if isinstance(value, dt.timedelta):
-        value = value.total_seconds()
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    seconds = value.total_seconds() if isinstance(value, dt.timedelta) else value
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, int | float)
+        or not math.isfinite(seconds)
+        or seconds < 0
+    ):
         raise InvalidOptions(
             "start_after", value, "must be an aware datetime, a timedelta or seconds >= 0"
         )
-    return float(value)
+    return float(seconds)
 
 
 def _unsupported_yet(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -122,10 +129,12 @@ def _unsupported_yet(_inst: Any, attribute: attrs.Attribute[Any], value: Any) ->
 def _job_id(value: object) -> uuid.UUID | None:
     if value is None or isinstance(value, uuid.UUID):
         return value
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        raise InvalidOptions("id", value, "must be a UUID") from None
+    if isinstance(value, str):
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            pass
+    raise InvalidOptions("id", value, "must be a UUID or a UUID string")
 
 
 @attrs.frozen(kw_only=True)
@@ -209,14 +218,21 @@ class NewJob:
         return cls(dump_json("data", data), options)
 
 
+_NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+"""A JSON escape of a NUL character (not an escaped backslash followed by "u0000")."""
+
+
 def dump_json(field: str, value: Any) -> str | None:
     """JSON text of ``value`` (``None`` stays ``None``), or :class:`InvalidOptions`."""
     if value is None:
         return None
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidOptions(field, value, f"is not JSON-serialisable: {exc}") from None
+    if _NUL_ESCAPE.search(text):
+        raise InvalidOptions(field, value, "contains a NUL character, which jsonb cannot store")
+    return text
 
 
 def _reject_unknown(cls: type, kwargs: Mapping[str, Any]) -> None:

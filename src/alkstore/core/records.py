@@ -51,6 +51,8 @@ def as_time(value: Any) -> dt.datetime | None:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
     assert isinstance(value, dt.datetime)
+    if value.tzinfo is None:  # a server that sends naive times sends them in UTC
+        return value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC)
 
 

@@ -25,9 +25,7 @@ QUEUED: frozenset[JobState] = frozenset({JobState.CREATED, JobState.RETRY})
 ACTIVE: frozenset[JobState] = frozenset({JobState.ACTIVE})
 """Claimed by a worker."""
 
-FINISHED: frozenset[JobState] = frozenset(
-    {JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED}
-)
+FINISHED: frozenset[JobState] = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.FAILED})
 """Terminal until an explicit resume or retry."""
 
 UNFINISHED: frozenset[JobState] = QUEUED | ACTIVE

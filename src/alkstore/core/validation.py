@@ -12,6 +12,9 @@ from .errors import InvalidOptions
 
 Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
+INT_MAX = 2**31 - 1
+"""The largest value the integer option columns hold."""
+
 QUEUE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./]{0,99}")
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
@@ -27,16 +30,24 @@ def int_at_least(minimum: int, *, optional: bool = False) -> Validator:
     def check(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         if value is None and optional:
             return
-        if not is_int(value) or value < minimum:
-            raise InvalidOptions(attribute.name, value, f"must be an integer >= {minimum}")
+        if not is_int(value) or not minimum <= value <= INT_MAX:
+            raise InvalidOptions(
+                attribute.name, value, f"must be an integer from {minimum} to {INT_MAX}"
+            )
 
     return check
 
 
 def optional_int(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     """Validator: ``None`` or an int (not bool)."""
-    if value is not None and not is_int(value):
-        raise InvalidOptions(attribute.name, value, "must be an integer")
+    if value is not None and (not is_int(value) or not -INT_MAX - 1 <= value <= INT_MAX):
+        raise InvalidOptions(attribute.name, value, "must be a 32-bit integer")
+
+
+def boolean(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: a bool."""
+    if not isinstance(value, bool):
+        raise InvalidOptions(attribute.name, value, "must be a bool")
 
 
 def optional_bool(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

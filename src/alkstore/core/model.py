@@ -1,0 +1,718 @@
+"""An in-memory reference implementation of the behaviour contract: the test oracle.
+
+:class:`Model` keeps queues and jobs in dictionaries and implements spec §3 to §5 and the
+fencing rule of §9 in plain Python, one small method per store operation, so a test can
+drive an engine and the model with the same calls and demand the same results. It performs
+no I/O and never reads the wall clock.
+
+Time
+    The model's clock is :attr:`Model.now`. :meth:`Model.advance` works like the conformance
+    harness's ``advance``: it shifts every stored timestamp back by ``seconds`` and leaves
+    ``now`` alone, which for every deadline is the same as ``seconds`` passing. It also
+    means that a :class:`Fence` taken before the shift no longer matches its attempt, exactly
+    as a ``Job`` read before ``StoreHandle.advance`` no longer matches on the engine.
+    :meth:`Model.tick` moves ``now`` forward instead (time passing with fences staying valid).
+
+Uncertain times
+    Two things make a real engine's times differ from the model's:
+
+    * the retry backoff has random jitter (spec §4): after a backoff retry the model only
+      knows ``start_after`` (and ``keep_until``, which moves with it) as an interval
+      ``[start_after, start_after_latest]`` from :func:`~.retry.retry_delay_bounds`;
+    * an engine reads ``now()`` on the server per statement, so between two events its clock
+      runs ahead of the model's by the real time that passed. :attr:`Model.slack` is an
+      upper bound on that lead, in seconds: the engine's clock is taken to be anywhere in
+      ``[now, now + slack]`` relative to the model's timestamps.
+
+    Every time-dependent decision (is a job due, expired, heartbeat-expired, past
+    ``keep_until`` or past its deletion time) is taken only when it comes out the same for
+    every time in those intervals; otherwise the operation raises :class:`AmbiguousTiming`
+    and changes nothing. A test keeps the model and the engine provably in agreement by
+    moving its clock only in steps that leave every pending decision clear:
+    ``model.undecided(after=seconds)`` lists what an advance of ``seconds`` would leave
+    undecided, so the test advances only when it is empty (and uses deadlines well away
+    from the times it can reach, so that real time passing during the test never matters).
+
+Dead letters
+    A dead-letter copy gets a new id that the engine generates; the model cannot know it, so
+    it gives the copy an id of its own (a UUIDv5, stable across runs). Compare copies by
+    ``source_id`` (:meth:`Model.dead_letters`), not by id. The fetch order of several copies
+    made by one statement depends on those unknown ids, and :meth:`Model.redrive` is not
+    modelled for the same reason.
+
+Where the contract is silent the model follows the PostgreSQL engine, and says so:
+
+* a job id is unique per queue (the engine's key is ``(queue, id)``);
+* a fence matches while the job keeps the fetched attempt's ``retry_count`` and
+  ``started_on``, also after the job went back to ``retry`` or ``created`` (``fail`` given
+  the old ``Job`` still acts on it until it is fetched again);
+* ``cancel``, ``resume``, ``retry`` and ``delete_jobs`` ignore fences and act by id;
+* operations on ids in a queue that does not exist return 0; ``send`` and ``fetch`` raise
+  :class:`~.errors.QueueNotFound`.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .errors import InvalidOptions, JobConflict, QueueExists, QueueInUse, QueueNotFound
+from .options import JobOptions, QueueOptions, dump_json
+from .records import Job, MaintenanceReport
+from .retry import retry_delay_bounds
+from .states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
+from .targets import Targets
+
+TIMED_OUT: dict[str, str] = {"message": "job timed out"}
+"""The output of a job failed by expiry."""
+
+HEARTBEAT_TIMED_OUT: dict[str, str] = {"message": "heartbeat timed out"}
+"""The output of a job failed by a heartbeat timeout."""
+
+START: dt.datetime = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+"""The default reading of a new model's clock."""
+
+DEAD_LETTER_NAMESPACE: uuid.UUID = uuid.UUID("5d0c1f0e-6a51-4c1b-9a53-3f6c2f8e0d11")
+"""Namespace of the UUIDv5 ids the model gives dead-letter copies."""
+
+
+class AmbiguousTiming(Exception):
+    """A decision depends on a time the model only knows as an interval (see the module doc).
+
+    The operation that raised changed nothing.
+    """
+
+
+@attrs.frozen
+class Fence:
+    """An attempt of a job, as a worker holds it: the model's counterpart of a fetched ``Job``.
+
+    ``started_on`` is None for a job that never started; such a fence matches nothing (the
+    engine compares with SQL ``=``, and ``NULL = NULL`` is not true).
+    """
+
+    id: uuid.UUID
+    retry_count: int
+    started_on: dt.datetime | None
+
+
+ModelId = uuid.UUID | str | Fence | Job
+"""One target: a bare id (UUID or its text), or a fenced attempt (:class:`Fence` or ``Job``)."""
+
+ModelIds = ModelId | Iterable[ModelId] | Targets
+"""What the operations on ids accept: one target, an iterable of them, or ``Targets``."""
+
+
+@attrs.define
+class ModelJob:
+    """One job as the model stores it: the fields of :class:`~.records.Job`, mutable, plus two
+    of the model's own (``start_after_latest`` and ``seq``)."""
+
+    id: uuid.UUID
+    queue: str
+    data: Any
+    state: JobState
+    priority: int
+    retry_count: int
+    retry_limit: int
+    retry_delay: int
+    retry_backoff: bool
+    retry_delay_max: int | None
+    expire_seconds: int
+    heartbeat_seconds: int | None
+    retention_seconds: int
+    deletion_seconds: int
+    singleton_key: str | None
+    group_id: str | None
+    group_tier: str | None
+    start_after: dt.datetime
+    created_on: dt.datetime
+    started_on: dt.datetime | None
+    completed_on: dt.datetime | None
+    heartbeat_on: dt.datetime | None
+    keep_until: dt.datetime
+    output: Any
+    source_queue: str | None
+    source_id: uuid.UUID | None
+    source_retry_count: int | None
+    start_after_latest: dt.datetime
+    """Latest possible ``start_after``: equal to it unless a backoff jitter is unknown.
+    ``keep_until`` is uncertain by the same amount."""
+    seq: int
+    """Number of the statement that created the job: orders jobs created at the same model
+    time the way the engine's distinct ``created_on`` values do."""
+
+    @property
+    def keep_until_latest(self) -> dt.datetime:
+        """Latest possible ``keep_until`` (it moves with ``start_after``)."""
+        return self.keep_until + (self.start_after_latest - self.start_after)
+
+    def fence(self) -> Fence:
+        """The current attempt of this job."""
+        return Fence(self.id, self.retry_count, self.started_on)
+
+    def fetch_key(self) -> tuple[int, dt.datetime, int, uuid.UUID]:
+        """Fetch order: priority DESC, created_on, id (``seq`` breaks ``created_on`` ties
+        between statements, as the engine's clock would)."""
+        return (-self.priority, self.created_on, self.seq, self.id)
+
+    def to_job(self) -> Job:
+        """This job as a :class:`~.records.Job` (the model's own fields dropped)."""
+        fields = attrs.asdict(self, recurse=False)
+        del fields["start_after_latest"], fields["seq"]
+        return Job(**fields)
+
+
+def _json_value(field: str, value: Any) -> Any:
+    """``value`` as it comes back from a JSON column (validated like the store does)."""
+    text = dump_json(field, value)
+    return None if text is None else json.loads(text)
+
+
+def _seconds(value: float) -> dt.timedelta:
+    return dt.timedelta(seconds=value)
+
+
+def _targets(ids: ModelIds) -> list[tuple[uuid.UUID, int | None, dt.datetime | None]]:
+    """Normalise ``ids`` like :func:`~.targets.targets`, also accepting :class:`Fence`."""
+    if isinstance(ids, Targets):
+        return list(zip(ids.ids, ids.retry_counts, ids.started_ons, strict=True))
+    items: Iterable[object]
+    if isinstance(ids, uuid.UUID | str | Fence | Job):
+        items = [ids]
+    elif isinstance(ids, Iterable):
+        items = ids
+    else:
+        raise InvalidOptions("ids", ids, "must be an id, a Fence, a Job, or an iterable of them")
+    out: list[tuple[uuid.UUID, int | None, dt.datetime | None]] = []
+    for item in items:
+        if isinstance(item, Fence | Job):
+            out.append((item.id, item.retry_count, item.started_on))
+        elif isinstance(item, uuid.UUID):
+            out.append((item, None, None))
+        elif isinstance(item, str):
+            try:
+                out.append((uuid.UUID(item), None, None))
+            except ValueError:
+                raise InvalidOptions(
+                    "ids", item, "must be a UUID, a UUID string or a Job"
+                ) from None
+        else:
+            raise InvalidOptions("ids", item, "must be a UUID, a UUID string or a Job")
+    return out
+
+
+class Model:
+    """The contract in memory: queues, jobs, a clock, and one method per store operation.
+
+    Methods take the arguments of the matching :class:`alkstore.Store` method, except that
+    ``send`` is given the job id (so model and engine share ids), ``fail`` takes the JSON
+    value that ends up in ``output`` (for an exception, what the store makes of it) and
+    ``fetch`` returns ids (use :meth:`fence` for the attempt). Every method returns what the
+    store returns and raises the store's errors.
+    """
+
+    def __init__(self, now: dt.datetime = START, *, slack: float = 0.0) -> None:
+        self.now: dt.datetime = now
+        """The model's clock: the time every operation happens at."""
+        self.slack: float = slack
+        """Seconds the engine's clock may run ahead of the model's (see the module doc)."""
+        self.queues: dict[str, QueueOptions] = {}
+        """Queue settings by name."""
+        self.jobs: dict[tuple[str, uuid.UUID], ModelJob] = {}
+        """Every job, by ``(queue, id)``."""
+        self._seq = 0
+        self._dead_letters_made = 0
+
+    # -- clock -----------------------------------------------------------------------------
+
+    def advance(self, seconds: float) -> None:
+        """Let ``seconds`` pass by shifting every stored timestamp back (fences taken before no
+        longer match, as with the harness's ``advance``)."""
+        shift = _seconds(seconds)
+        for job in self.jobs.values():
+            job.start_after -= shift
+            job.start_after_latest -= shift
+            job.created_on -= shift
+            job.keep_until -= shift
+            if job.started_on is not None:
+                job.started_on -= shift
+            if job.completed_on is not None:
+                job.completed_on -= shift
+            if job.heartbeat_on is not None:
+                job.heartbeat_on -= shift
+
+    def tick(self, seconds: float) -> None:
+        """Let ``seconds`` pass by moving :attr:`now` forward (fences stay valid)."""
+        self.now += _seconds(seconds)
+
+    # -- queues ----------------------------------------------------------------------------
+
+    def create_queue(self, name: str, options: QueueOptions | None = None) -> None:
+        """Create a queue; its dead-letter queue must exist and may not be itself."""
+        options = QueueOptions() if options is None else options
+        options.check_dead_letter(name)
+        if name in self.queues:
+            raise QueueExists(name)
+        if options.dead_letter is not None and options.dead_letter not in self.queues:
+            raise QueueNotFound(options.dead_letter, field="dead_letter")
+        self.queues[name] = options
+
+    def update_queue(self, name: str, changes: Mapping[str, Any]) -> QueueOptions:
+        """Change a queue's settings (jobs already sent keep theirs); returns the new ones."""
+        if name not in self.queues:
+            raise QueueNotFound(name)
+        new = self.queues[name].updated(changes)
+        new.check_dead_letter(name)
+        if new.dead_letter is not None and new.dead_letter not in self.queues:
+            raise QueueNotFound(new.dead_letter, field="dead_letter")
+        self.queues[name] = new
+        return new
+
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue and its jobs; refused while another queue dead-letters into it."""
+        if name not in self.queues:
+            raise QueueNotFound(name)
+        users = sorted(q for q, o in self.queues.items() if o.dead_letter == name)
+        if users:
+            raise QueueInUse(
+                f"queue {name!r} is the dead-letter queue of {', '.join(map(repr, users))}"
+            )
+        del self.queues[name]
+        for key in [k for k in self.jobs if k[0] == name]:
+            del self.jobs[key]
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get_job(self, queue: str, job_id: uuid.UUID) -> ModelJob | None:
+        """The job ``job_id`` of ``queue``, or None."""
+        return self.jobs.get((queue, job_id))
+
+    def all_jobs(self) -> list[ModelJob]:
+        """Every job, in every queue."""
+        return list(self.jobs.values())
+
+    def fence(self, queue: str, job_id: uuid.UUID) -> Fence:
+        """The current attempt of a job (what ``fetch`` or ``get_job`` would hand a worker)."""
+        job = self.jobs.get((queue, job_id))
+        if job is None:
+            raise KeyError(f"no job {job_id} in {queue!r}")
+        return job.fence()
+
+    def dead_letters(self, source_id: uuid.UUID) -> list[ModelJob]:
+        """The dead-letter copies made of job ``source_id``, oldest first."""
+        copies = [j for j in self.jobs.values() if j.source_id == source_id]
+        return sorted(copies, key=lambda j: (j.created_on, j.seq))
+
+    # -- sending ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        queue: str,
+        job_id: uuid.UUID | None,
+        data: Any = None,
+        options: JobOptions | None = None,
+    ) -> uuid.UUID:
+        """Create a job (``job_id``, else ``options.id``); options resolve job > queue >
+        default."""
+        options = JobOptions() if options is None else options
+        (sent,) = self.send_many(queue, [(job_id, data, options)])
+        return sent
+
+    def send_many(
+        self, queue: str, jobs: Sequence[tuple[uuid.UUID | None, Any, JobOptions]]
+    ) -> list[uuid.UUID]:
+        """Create jobs in one statement (all or none): they share ``created_on``, so they
+        are fetched in id order among equals."""
+        prepared: list[tuple[uuid.UUID, Any, JobOptions]] = []
+        for job_id, data, options in jobs:
+            given = job_id if job_id is not None else options.id
+            if given is None:
+                raise InvalidOptions("id", None, "the model needs the id of every job")
+            if options.id is not None and options.id != given:
+                raise InvalidOptions("id", options.id, f"differs from job_id {given}")
+            prepared.append((given, _json_value("data", data), options))
+        ids = [p[0] for p in prepared]
+        if len(ids) != len(set(ids)):
+            dup = next(i for i in ids if ids.count(i) > 1)
+            raise JobConflict(f"id {dup} appears twice in one send")
+        if queue not in self.queues:
+            raise QueueNotFound(queue)
+        if any((queue, i) in self.jobs for i in ids):
+            raise JobConflict(f"a job with one of these ids already exists in {queue!r}")
+        seq = self._next_seq()
+        for job_id, data, options in prepared:
+            resolved = options.resolve(self.queues[queue])
+            start = options.start_after
+            if isinstance(start, dt.datetime):
+                start_after = start
+            else:
+                start_after = self.now + _seconds(start or 0.0)
+            self.jobs[(queue, job_id)] = ModelJob(
+                id=job_id,
+                queue=queue,
+                data=data,
+                state=JobState.CREATED,
+                priority=resolved.priority,
+                retry_count=0,
+                retry_limit=resolved.retry_limit,
+                retry_delay=resolved.retry_delay,
+                retry_backoff=resolved.retry_backoff,
+                retry_delay_max=resolved.retry_delay_max,
+                expire_seconds=resolved.expire_seconds,
+                heartbeat_seconds=resolved.heartbeat_seconds,
+                retention_seconds=resolved.retention_seconds,
+                deletion_seconds=resolved.deletion_seconds,
+                singleton_key=options.singleton_key,
+                group_id=options.group_id,
+                group_tier=options.group_tier,
+                start_after=start_after,
+                created_on=self.now,
+                started_on=None,
+                completed_on=None,
+                heartbeat_on=None,
+                keep_until=start_after + _seconds(resolved.retention_seconds),
+                output=None,
+                source_queue=None,
+                source_id=None,
+                source_retry_count=None,
+                start_after_latest=start_after,
+                seq=seq,
+            )
+        return ids
+
+    # -- fetching and settling -------------------------------------------------------------
+
+    def fetch(self, queue: str, batch_size: int) -> list[uuid.UUID]:
+        """Claim up to ``batch_size`` due queued jobs; returns their ids in fetch order.
+
+        ``started_on = now``; ``retry_count`` grows by one when the job had started before;
+        ``heartbeat_on = now`` for jobs with ``heartbeat_seconds``.
+        """
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidOptions("batch_size", batch_size, "must be an integer >= 1")
+        if queue not in self.queues:
+            raise QueueNotFound(queue)
+        waiting = sorted(
+            (j for j in self.jobs.values() if j.queue == queue and j.state in QUEUED),
+            key=ModelJob.fetch_key,
+        )
+        picked: list[ModelJob] = []
+        for job in waiting:
+            if len(picked) == batch_size:
+                break
+            if self._due(job):
+                picked.append(job)
+        for job in picked:
+            if job.started_on is not None:
+                job.retry_count += 1
+            job.state = JobState.ACTIVE
+            job.started_on = self.now
+            job.heartbeat_on = None if job.heartbeat_seconds is None else self.now
+        return [j.id for j in picked]
+
+    def complete(self, queue: str, ids: ModelIds, output: Any = None) -> int:
+        """active -> completed (fenced), storing ``output``; returns how many changed."""
+        value = _json_value("output", output)
+        changed = self._select(queue, ids, ACTIVE, fenced=True)
+        for job in changed:
+            job.state = JobState.COMPLETED
+            job.completed_on = self.now
+            job.output = copy.deepcopy(value)
+        return len(changed)
+
+    def fail(self, queue: str, ids: ModelIds, output: Any = None) -> int:
+        """queued or active -> retry or failed (fenced); ``output`` is stored as given.
+
+        Dead-letter copies are made of the jobs that end ``failed`` when their queue has one.
+        """
+        value = _json_value("error", output)
+        changed = self._select(queue, ids, UNFINISHED, fenced=True)
+        self._fail_all(changed, value)
+        return len(changed)
+
+    def cancel(self, queue: str, ids: ModelIds) -> int:
+        """queued or active -> cancelled, ``completed_on = now`` (by id, fences ignored)."""
+        changed = self._select(queue, ids, UNFINISHED, fenced=False)
+        for job in changed:
+            job.state = JobState.CANCELLED
+            job.completed_on = self.now
+        return len(changed)
+
+    def resume(self, queue: str, ids: ModelIds) -> int:
+        """cancelled -> created, due now; ``keep_until`` moves with ``start_after``."""
+        changed = self._select(queue, ids, frozenset({JobState.CANCELLED}), fenced=False)
+        for job in changed:
+            job.state = JobState.CREATED
+            job.completed_on = None
+            self._restart_now(job)
+        return len(changed)
+
+    def retry(self, queue: str, ids: ModelIds) -> int:
+        """failed -> retry, due now, with one more attempt (``retry_limit + 1``)."""
+        changed = self._select(queue, ids, frozenset({JobState.FAILED}), fenced=False)
+        for job in changed:
+            job.state = JobState.RETRY
+            job.retry_limit += 1
+            job.completed_on = None
+            self._restart_now(job)
+        return len(changed)
+
+    def delete_jobs(self, queue: str, ids: ModelIds) -> int:
+        """Delete jobs in any state (by id)."""
+        changed = self._select(queue, ids, frozenset(JobState), fenced=False)
+        for job in changed:
+            del self.jobs[(job.queue, job.id)]
+        return len(changed)
+
+    def touch(self, queue: str, ids: ModelIds) -> int:
+        """Heartbeat active jobs (fenced): ``heartbeat_on = now``."""
+        changed = self._select(queue, ids, ACTIVE, fenced=True)
+        for job in changed:
+            job.heartbeat_on = self.now
+        return len(changed)
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def maintain(self) -> MaintenanceReport:
+        """One maintenance pass, duty after duty as the store runs them: expiry, heartbeat
+        timeouts, retention, deletion."""
+        saved = (copy.deepcopy(self.jobs), self._seq, self._dead_letters_made)
+        try:
+            expired = [j for j in self._all_in(ACTIVE) if self._expired(j)]
+            self._fail_all(expired, TIMED_OUT)
+            silent = [j for j in self._all_in(ACTIVE) if self._heartbeat_expired(j)]
+            self._fail_all(silent, HEARTBEAT_TIMED_OUT)
+            old = [j for j in self._all_in(QUEUED) if self._past_retention(j)]
+            done = [j for j in self._all_in(FINISHED) if self._past_deletion(j)]
+        except AmbiguousTiming:
+            self.jobs, self._seq, self._dead_letters_made = saved
+            raise
+        for job in old + done:
+            del self.jobs[(job.queue, job.id)]
+        return MaintenanceReport(
+            expired=len(expired),
+            heartbeat_expired=len(silent),
+            retention_removed=len(old),
+            deleted=len(done),
+        )
+
+    def undecided(self, after: float = 0.0) -> list[str]:
+        """The time-dependent decisions that would be ambiguous ``after`` seconds from now
+        (empty: every fetch and maintenance pass then has one certain outcome)."""
+        found: list[str] = []
+        checks = {
+            "due": (QUEUED, self._due),
+            "expiry": (ACTIVE, self._expired),
+            "heartbeat": (ACTIVE, self._heartbeat_expired),
+            "retention": (QUEUED, self._past_retention),
+            "deletion": (FINISHED, self._past_deletion),
+        }
+        for job in self.jobs.values():
+            for name, (states, check) in checks.items():
+                if job.state not in states:
+                    continue
+                try:
+                    check(job, after)
+                except AmbiguousTiming:
+                    found.append(f"{name} of job {job.id} in {job.queue!r}")
+        return found
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def _all_in(self, states: frozenset[JobState]) -> list[ModelJob]:
+        return [j for j in self.jobs.values() if j.state in states]
+
+    def _select(
+        self, queue: str, ids: ModelIds, states: frozenset[JobState], *, fenced: bool
+    ) -> list[ModelJob]:
+        """The distinct jobs of ``queue`` in ``states`` that some target matches."""
+        chosen: dict[uuid.UUID, ModelJob] = {}
+        for job_id, retry_count, started_on in _targets(ids):
+            job = self.jobs.get((queue, job_id))
+            if job is None or job.state not in states or job_id in chosen:
+                continue
+            if (
+                fenced
+                and retry_count is not None
+                and not (
+                    job.retry_count == retry_count
+                    and started_on is not None
+                    and job.started_on == started_on
+                )
+            ):
+                continue
+            chosen[job_id] = job
+        return list(chosen.values())
+
+    def _restart_now(self, job: ModelJob) -> None:
+        job.start_after = job.start_after_latest = self.now
+        job.keep_until = self.now + _seconds(job.retention_seconds)
+
+    def _fail_all(self, jobs: list[ModelJob], output: Any) -> None:
+        """The shared failing path of ``fail``, expiry and heartbeat timeouts (one statement)."""
+        seq = self._next_seq()
+        for job in jobs:
+            if job.retry_count < job.retry_limit:
+                low, high = retry_delay_bounds(
+                    retry_delay=job.retry_delay,
+                    retry_count=job.retry_count,
+                    retry_backoff=job.retry_backoff,
+                    retry_delay_max=job.retry_delay_max,
+                )
+                job.state = JobState.RETRY
+                job.start_after = self.now + _seconds(low)
+                job.start_after_latest = self.now + _seconds(high)
+                job.keep_until = job.start_after + _seconds(job.retention_seconds)
+                job.completed_on = None
+            else:
+                job.state = JobState.FAILED
+                job.completed_on = self.now
+            job.output = copy.deepcopy(output)
+            dead_letter = self.queues[job.queue].dead_letter
+            if job.state is JobState.FAILED and dead_letter is not None:
+                self._dead_letter(job, dead_letter, seq)
+
+    def _dead_letter(self, job: ModelJob, dlq: str, seq: int) -> None:
+        """Insert the dead-letter copy of ``job`` into ``dlq`` (settings from the DLQ)."""
+        self._dead_letters_made += 1
+        copy_id = uuid.uuid5(DEAD_LETTER_NAMESPACE, str(self._dead_letters_made))
+        opts = self.queues[dlq]
+        self.jobs[(dlq, copy_id)] = ModelJob(
+            id=copy_id,
+            queue=dlq,
+            data=copy.deepcopy(job.data),
+            state=JobState.CREATED,
+            priority=job.priority,
+            retry_count=0,
+            retry_limit=opts.retry_limit,
+            retry_delay=opts.retry_delay,
+            retry_backoff=opts.retry_backoff,
+            retry_delay_max=opts.retry_delay_max,
+            expire_seconds=opts.expire_seconds,
+            heartbeat_seconds=opts.heartbeat_seconds,
+            retention_seconds=opts.retention_seconds,
+            deletion_seconds=opts.deletion_seconds,
+            singleton_key=None,
+            group_id=None,
+            group_tier=None,
+            start_after=self.now,
+            created_on=self.now,
+            started_on=None,
+            completed_on=None,
+            heartbeat_on=None,
+            keep_until=self.now + _seconds(opts.retention_seconds),
+            output=copy.deepcopy(job.output),
+            source_queue=job.queue,
+            source_id=job.id,
+            source_retry_count=job.retry_count,
+            start_after_latest=self.now,
+            seq=seq,
+        )
+
+    def _passed(
+        self,
+        low: dt.datetime | None,
+        high: dt.datetime | None,
+        *,
+        strict: bool,
+        what: str,
+        delay: float = 0.0,
+        after: float = 0.0,
+    ) -> bool:
+        """Whether ``moment + delay < engine now`` (``<=`` unless ``strict``) holds for
+        every ``moment`` in ``[low, high]`` and every engine clock in
+        ``[now + after, now + after + slack]``; a missing moment (SQL NULL) never passes."""
+        if low is None or high is None:
+            return False
+        earliest = self.now + _seconds(after)
+        latest = earliest + _seconds(self.slack)
+        first, last = low + _seconds(delay), high + _seconds(delay)
+        if strict:
+            if last < earliest:
+                return True
+            if first >= latest:
+                return False
+        else:
+            if last <= earliest:
+                return True
+            if first > latest:
+                return False
+        raise AmbiguousTiming(
+            f"{what or 'a decision'}: {first - earliest} .. {last - earliest} from now, "
+            f"with the engine up to {self.slack:g}s ahead"
+        )
+
+    def _due(self, job: ModelJob, after: float = 0.0) -> bool:
+        return self._passed(
+            job.start_after,
+            job.start_after_latest,
+            strict=False,
+            what=f"start of {job.id}",
+            after=after,
+        )
+
+    def _expired(self, job: ModelJob, after: float = 0.0) -> bool:
+        return self._passed(
+            job.started_on,
+            job.started_on,
+            strict=True,
+            what=f"expiry of {job.id}",
+            delay=job.expire_seconds,
+            after=after,
+        )
+
+    def _heartbeat_expired(self, job: ModelJob, after: float = 0.0) -> bool:
+        if job.heartbeat_seconds is None:
+            return False
+        return self._passed(
+            job.heartbeat_on,
+            job.heartbeat_on,
+            strict=True,
+            what=f"heartbeat of {job.id}",
+            delay=job.heartbeat_seconds,
+            after=after,
+        )
+
+    def _past_retention(self, job: ModelJob, after: float = 0.0) -> bool:
+        return self._passed(
+            job.keep_until,
+            job.keep_until_latest,
+            strict=True,
+            what=f"retention of {job.id}",
+            after=after,
+        )
+
+    def _past_deletion(self, job: ModelJob, after: float = 0.0) -> bool:
+        if job.deletion_seconds == 0:
+            return False
+        return self._passed(
+            job.completed_on,
+            job.completed_on,
+            strict=True,
+            what=f"deletion of {job.id}",
+            delay=job.deletion_seconds,
+            after=after,
+        )
+
+
+__all__ = [
+    "HEARTBEAT_TIMED_OUT",
+    "TIMED_OUT",
+    "AmbiguousTiming",
+    "Fence",
+    "Model",
+    "ModelId",
+    "ModelIds",
+    "ModelJob",
+]
