@@ -22,7 +22,14 @@ from .core.plans import (
     Plan,
     serialization_pause,
 )
-from .drivers.base import AsyncDriver, AsyncSession, AsyncSource, SyncDriver, SyncSession, SyncSource
+from .drivers.base import (
+    AsyncDriver,
+    AsyncSession,
+    AsyncSource,
+    SyncDriver,
+    SyncSession,
+    SyncSource,
+)
 
 T = TypeVar("T")
 
@@ -35,7 +42,9 @@ def _should_retry(plan: Plan[T], sqlstate: str | None, attempt: int) -> bool:
     )
 
 
-def _translate(plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, attempt: int) -> float:
+def _translate(
+    plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, attempt: int
+) -> float:
     """Seconds to pause before retrying, or raise the error the caller should see."""
     if isinstance(exc, AlkstoreError):
         raise exc

@@ -388,9 +388,7 @@ async def _open_async(
         target.close()
         raise
     try:
-        detected = (
-            await run_async(source, drv, detect_plan()) if target.needs_detection else None
-        )
+        detected = await run_async(source, drv, detect_plan()) if target.needs_detection else None
         chosen = build_engine(
             target.requested, detected, schema, emulate=emulate, options=engine_options or {}
         )

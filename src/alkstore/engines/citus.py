@@ -42,7 +42,5 @@ class CitusDistributedEngine(CitusEngine):
             return []
         return [
             Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.queue",)),
-            Statement(
-                "SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)
-            ),
+            Statement("SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)),
         ]

@@ -34,7 +34,10 @@ def test_new_job_has_queue_defaults_and_created_state(store):
     job = store.get_job("q", store.send("q", {"a": 1}))
     assert job.state is JobState.CREATED
     assert (job.retry_limit, job.retry_delay, job.expire_seconds, job.deletion_seconds) == (
-        4, 2, 60, 5,
+        4,
+        2,
+        60,
+        5,
     )
     assert job.retry_count == 0 and job.priority == 0
     assert job.started_on is None and job.completed_on is None and job.output is None
@@ -44,13 +47,25 @@ def test_new_job_has_queue_defaults_and_created_state(store):
 def test_job_options_override_queue_options(store):
     store.create_queue("q", retry_limit=4, retry_backoff=True, retry_delay_max=100)
     job_id = store.send(
-        "q", None, retry_limit=0, retry_delay=7, expire_seconds=11, heartbeat_seconds=30,
-        retention_seconds=3600, deletion_seconds=0, priority=5, singleton_key="k",
-        group_id="g", group_tier="gold",
+        "q",
+        None,
+        retry_limit=0,
+        retry_delay=7,
+        expire_seconds=11,
+        heartbeat_seconds=30,
+        retention_seconds=3600,
+        deletion_seconds=0,
+        priority=5,
+        singleton_key="k",
+        group_id="g",
+        group_tier="gold",
     )
     job = store.get_job("q", job_id)
     assert (job.retry_limit, job.retry_delay, job.retry_backoff, job.retry_delay_max) == (
-        0, 7, True, 100,
+        0,
+        7,
+        True,
+        100,
     )
     assert (job.expire_seconds, job.heartbeat_seconds, job.deletion_seconds) == (11, 30, 0)
     assert job.keep_until - job.start_after == dt.timedelta(hours=1)
@@ -107,9 +122,7 @@ def test_send_many_returns_ids_in_order_and_fetch_keeps_that_order(store):
 
 def test_send_many_with_per_job_options(store):
     store.create_queue("q")
-    ids = store.send_many(
-        "q", [{"data": "low"}, {"data": "high", "priority": 10}, {"priority": 5}]
-    )
+    ids = store.send_many("q", [{"data": "low"}, {"data": "high", "priority": 10}, {"priority": 5}])
     assert [j.id for j in store.fetch("q", batch_size=3)] == [ids[1], ids[2], ids[0]]
     assert store.get_job("q", ids[2]).data is None
 
@@ -179,7 +192,11 @@ def test_start_after_relative_delays_fetching(store, delay):
     job_id = store.send("q", 1, start_after=delay)
     assert store.fetch("q") == []
     job = store.get_job("q", job_id)
-    assert dt.timedelta(minutes=59) < job.start_after - job.created_on <= dt.timedelta(hours=1, seconds=5)
+    assert (
+        dt.timedelta(minutes=59)
+        < job.start_after - job.created_on
+        <= dt.timedelta(hours=1, seconds=5)
+    )
     store.advance(3601)
     assert [j.id for j in store.fetch("q")] == [job_id]
 

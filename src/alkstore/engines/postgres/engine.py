@@ -656,7 +656,9 @@ class PostgresEngine:
         """Move up to ``limit`` queued jobs of ``dlq`` back to their source queue (or ``to``)
         as fresh jobs (new id, ``retry_count`` 0, the target queue's settings)."""
         s = self.s
-        lock = " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
+        lock = (
+            " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
+        )
         pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target
             FROM {s}.job d JOIN {s}.queue q ON q.name = coalesce($2::text, d.source_queue)
             WHERE d.name = $1 AND d.state IN {in_list(QUEUED)}
@@ -728,5 +730,3 @@ class PostgresEngine:
             (),
             lambda _rows: None,
         )
-
-
