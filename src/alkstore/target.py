@@ -52,7 +52,7 @@ def resolve_target(dsn: Any, engine: str | None) -> Target:
     if scheme == PGLITE_SCHEME:
         if engine not in (None, PGLITE_SCHEME):
             raise InvalidOptions("engine", engine, "a pglite:// URI needs engine='pglite'")
-        from .engines.pglite import open_pglite
+        from .engines.pglite.engine import open_pglite
 
         real_dsn, close = open_pglite(dsn)
         return Target(PGLITE_SCHEME, real_dsn, close=close)

@@ -22,8 +22,42 @@ class Deviation:
 
 REGISTRY: dict[str, dict[str, Deviation]] = {
     "pglite": {
-        "advisory_locks": Deviation("one shared backend session; advisory locks never conflict"),
-        "listen_notify": Deviation("a notification reaches only the connection that sent it"),
+        "single_connection": Deviation(
+            "PGlite is one backend session shared by every client connection; the store "
+            "uses exactly one connection"
+        ),
+    },
+    "cockroachdb": {
+        "skip_locked": Deviation(
+            "SKIP LOCKED is best-effort under SERIALIZABLE and degrades under contention",
+            "https://github.com/cockroachdb/cockroach/issues/97135",
+        ),
+        "multi_mutation_cte": Deviation(
+            "multiple mutations of the same table in one statement are not supported",
+            "https://www.cockroachlabs.com/docs/stable/common-table-expressions",
+        ),
+        "table_partitioning": Deviation(
+            "no PostgreSQL declarative partitioning (PARTITION BY / PARTITION OF)",
+            "https://www.cockroachlabs.com/docs/stable/partitioning",
+        ),
+        "advisory_locks": Deviation(
+            "advisory lock functions are stubs or new and unreliable",
+            "https://github.com/cockroachdb/cockroach/issues/13546",
+        ),
+        "plpgsql": Deviation("PL/pgSQL beyond the basics (EXECUTE, format) is missing"),
+    },
+    "yugabytedb": {
+        "table_partitioning": Deviation(
+            "partitioning DDL in a transaction that also writes fails",
+            "https://github.com/yugabyte/yugabyte-db/issues/21833",
+        ),
+        "advisory_locks": Deviation("advisory locks are behind a flag in recent versions only"),
+    },
+    "citus-distributed": {
+        "table_partitioning": Deviation(
+            "the job table is sharded by queue name instead of partitioned",
+            "https://docs.citusdata.com/en/stable/develop/reference_workarounds.html",
+        ),
     },
 }
 

@@ -23,6 +23,8 @@ from ..core.plans import Plan, Row, Statement, single
 from ..engines import engine_class
 from ..engines.postgres.identifiers import quote_schema
 from ..store import AsyncStore, Store, connect, connect_async
+from ..engines.pglite.bridge import start_bridge
+from ..engines.pglite.engine import data_dir_of
 from .cluster import TempCluster
 from .deviations import explain
 
@@ -41,10 +43,19 @@ TIMESTAMP_COLUMNS = (
 )
 
 
+SEVERAL_SESSIONS = "several_sessions"
+"""Pseudo-capability of ``requires``: the engine is not ``single_connection``."""
+
+
 def skip_reason(engine: str, capabilities: Sequence[str]) -> str | None:
     """Why a test needing ``capabilities`` cannot run on ``engine`` (None if it can)."""
     caps = engine_class(engine).capabilities
-    missing = [c for c in capabilities if not getattr(caps, c)]
+    if SEVERAL_SESSIONS in capabilities and caps.single_connection:
+        return (
+            f"{engine} has single_connection: {explain(engine, 'single_connection')}; "
+            "the test needs several sessions"
+        )
+    missing = [c for c in capabilities if c != SEVERAL_SESSIONS and not getattr(caps, c)]
     if not missing:
         return None
     return "; ".join(f"{engine} lacks {c}: {explain(engine, c)}" for c in missing)
@@ -57,20 +68,21 @@ class Backend:
     dsn: str
     engine_name: str
     emulate: bool = False
-    cluster: TempCluster | None = None
+    stop: Callable[[], None] = lambda: None
+    """Stops what :meth:`start` started (a throwaway cluster or a PGlite bridge)."""
 
     @classmethod
     def start(cls, dsn: str | None, engine: str, *, emulate: bool = False) -> Backend:
-        """Use ``dsn``, or start a throwaway cluster when it is None."""
+        """Use ``dsn``; without one start a PGlite bridge (engine ``pglite``, or a
+        ``pglite://`` DSN) or a throwaway PostgreSQL cluster. One bridge or cluster serves
+        the whole run; each test still gets a schema of its own."""
+        if engine == "pglite" and (not dsn or dsn.startswith("pglite:")):
+            bridge = start_bridge(data_dir_of(dsn or "pglite://"))
+            return cls(bridge.dsn, engine, emulate, bridge.close)
         if dsn:
             return cls(dsn, engine, emulate)
         cluster = TempCluster()
-        return cls(cluster.start(), engine, emulate, cluster)
-
-    def stop(self) -> None:
-        """Stop the throwaway cluster, if this run started one."""
-        if self.cluster is not None:
-            self.cluster.stop()
+        return cls(cluster.start(), engine, emulate, cluster.stop)
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:

@@ -18,7 +18,7 @@ BUILTIN = {
     "yugabytedb": "alkstore.engines.yugabytedb:YugabyteDBEngine",
     "citus": "alkstore.engines.citus:CitusEngine",
     "citus-distributed": "alkstore.engines.citus:CitusDistributedEngine",
-    "pglite": "alkstore.engines.pglite:PGliteEngine",
+    "pglite": "alkstore.engines.pglite.engine:PGliteEngine",
 }
 """Built-in engine name -> ``module:class``."""
 
