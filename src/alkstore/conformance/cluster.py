@@ -264,7 +264,6 @@ class TempCluster:
                 stderr=subprocess.STDOUT,
                 env=self._env(),
                 cwd=self.directory,
-                start_new_session=True,  # a Ctrl-C of the test run is not the server's
                 user=self._uid(),
                 group=self._gid(),
                 extra_groups=self._extra_groups(),

@@ -16,16 +16,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
-from asyncpg.pool import Pool, PoolConnectionProxy
+from asyncpg.pool import Pool
 
 from ..core.plans import Isolation, Row, Statement
 from .base import AsyncSession, AsyncSource, DriverSettings, ErrorInfo
 from .common import transaction_sql
 
-Connection = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+
+    # asyncpg's classes are generic only in its stubs
+    Connection: TypeAlias = asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]
 
 CLOSE_TIMEOUT = 10.0
 """Seconds a graceful close may take before the connections are terminated instead."""
@@ -71,10 +75,12 @@ class _OpenedSource:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        """Borrow a session for the duration of the block."""
         async with _pool_session(self._pool) as session:
             yield session
 
     async def close(self) -> None:
+        """Close the connections this source opened."""
         await _close_pool(self._pool)
 
 
@@ -87,6 +93,7 @@ class _AdoptedConnection:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        """Borrow a session for the duration of the block."""
         async with self._lock:
             yield AsyncpgSession(self._conn)
 
@@ -102,6 +109,7 @@ class _AdoptedPool:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        """Borrow a session for the duration of the block."""
         async with _pool_session(self._pool) as session:
             yield session
 

@@ -115,6 +115,7 @@ class _OpenedSource:
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
+        """Borrow a session for the duration of the block."""
         with self._pool.lease() as lease:
             session = Pg8000Session(lease.connection)
             try:
@@ -123,6 +124,7 @@ class _OpenedSource:
                 lease.discard = session.broken
 
     def close(self) -> None:
+        """Close the connections this source opened."""
         self._pool.close()
 
 
@@ -135,6 +137,7 @@ class _AdoptedConnection:
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
+        """Borrow a session for the duration of the block."""
         with self._lock:
             yield Pg8000Session(self._conn)
 

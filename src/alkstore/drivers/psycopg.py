@@ -94,10 +94,12 @@ class _OpenedSource:
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
+        """Borrow a session for the duration of the block."""
         with self._pool.lease() as lease:
             yield PsycopgSession(lease.connection)
 
     def close(self) -> None:
+        """Close the connections this source opened."""
         self._pool.close()
 
 
@@ -110,6 +112,7 @@ class _AdoptedConnection:
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
+        """Borrow a session for the duration of the block."""
         with self._lock:
             yield PsycopgSession(self._conn)
 
@@ -125,6 +128,7 @@ class _AdoptedPool:
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
+        """Borrow a session for the duration of the block."""
         conn: SyncConnection
         with self._pool.connection() as conn:
             switched = not conn.autocommit
@@ -211,10 +215,12 @@ class _AsyncOpenedSource:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        """Borrow a session for the duration of the block."""
         async with self._pool.lease() as lease:
             yield AsyncPsycopgSession(lease.connection)
 
     async def close(self) -> None:
+        """Close the connections this source opened."""
         await self._pool.close()
 
 
@@ -227,6 +233,7 @@ class _AsyncAdoptedConnection:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        """Borrow a session for the duration of the block."""
         async with self._lock:
             yield AsyncPsycopgSession(self._conn)
 
@@ -242,6 +249,7 @@ class _AsyncAdoptedPool:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
+        """Borrow a session for the duration of the block."""
         conn: AsyncConnection
         async with self._pool.connection() as conn:
             switched = not conn.autocommit
