@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from .core.errors import InvalidOptions
-from .engines import engine_class
+from .engines import BUILTIN, engine_class
 from .engines.postgres import PostgresEngine
 
 PGLITE_SCHEME = "pglite"
@@ -83,7 +83,12 @@ def build_engine(
     if emulate:
         if cls.emulation_profile is None:
             raise InvalidOptions("emulate", True, f"engine {name!r} has no emulated mode")
-    elif detected is not None and requested != AUTO and detected != name.split("-")[0]:
+    elif (
+        detected is not None
+        and requested != AUTO
+        and name in BUILTIN  # a plug-in engine's server cannot be told from version()
+        and detected != name.split("-")[0]
+    ):
         warnings.warn(
             f"engine {name!r} was chosen but the server looks like {detected!r}",
             stacklevel=3,

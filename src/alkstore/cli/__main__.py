@@ -1,0 +1,7 @@
+"""``python -m alkstore.cli``: the same as the ``alkstore`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
