@@ -74,6 +74,17 @@ def _targets_sql(first: int) -> str:
     )
 
 
+COPIED_COLUMNS = ("name", "id", "state", "priority", "retry_count", "data", "output", "dead_letter")
+"""Columns of a failed job that the split-statement path binds into its dead-letter copy."""
+INT_COLUMNS = frozenset({"priority", "retry_count"})
+
+
+def _columns(rows: Sequence[Row], names: Sequence[str]) -> tuple[list[Any], ...]:
+    """Rows read back, as one array per column to bind again (integers coerced: CockroachDB
+    may have sent them as text, and asyncpg binds only ints into ``int[]``)."""
+    return tuple([as_int(r[n]) if n in INT_COLUMNS else r[n] for r in rows] for n in names)
+
+
 def _target_params(targets: Targets) -> tuple[Any, ...]:
     return (targets.ids, targets.retry_counts, targets.started_ons)
 
@@ -644,8 +655,7 @@ class PostgresEngine:
             rows = yield Statement(update, params)
             dead = [r for r in rows if r["state"] == "failed" and r["dead_letter"] is not None]
             if dead:
-                columns = "name id state priority retry_count data output dead_letter".split()
-                yield Statement(copy, tuple([r[c] for r in dead] for c in columns))
+                yield Statement(copy, _columns(dead, COPIED_COLUMNS))
             return len(rows)
 
         return self._plan(name, steps, transaction=True)
@@ -700,7 +710,7 @@ class PostgresEngine:
             )
             yield Statement(
                 insert("unnest($1::text[], $2::int[], $3::text[]) AS m(data, priority, target)"),
-                tuple([r[c] for r in picked] for c in ("data", "priority", "target")),
+                _columns(picked, ("data", "priority", "target")),
             )
             return len(picked)
 
