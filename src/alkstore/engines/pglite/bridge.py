@@ -38,7 +38,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final, Self
@@ -625,6 +625,7 @@ def start_bridge(
     deadline = started + timeout
 
     data_path = _prepare_data_dir(data_dir) if data_dir is not None else None
+    fresh_dir = data_path is not None and not (data_path / "PG_VERSION").exists()
     lock_fd = None
     if data_path is not None:
         lock_fd = _lock_data_dir(data_path, min(deadline, started + _DATA_DIR_LOCK_WAIT))
@@ -679,16 +680,46 @@ def start_bridge(
         detail = f"\nbridge stderr (last lines):\n{tail}" if tail else ""
         return BridgeError(message + detail)
 
+    try:
+        info = _wait_ready(proc, stdout, deadline, timeout, data_path, fresh_dir, fail)
+    except BaseException:
+        _kill(proc, grace=2.0)  # e.g. KeyboardInterrupt: never leave a half-started bridge
+        raise
+    return Bridge(
+        proc,
+        info,
+        data_dir=data_path,
+        startup_seconds=time.monotonic() - started,
+        stdout=stdout,
+        stderr=stderr,
+    )
+
+
+def _wait_ready(
+    proc: subprocess.Popen[bytes],
+    stdout: _PipeReader,
+    deadline: float,
+    timeout: float,
+    data_path: Path | None,
+    fresh_dir: bool,
+    fail: Callable[[str], BridgeError],
+) -> dict[str, Any]:
     info: dict[str, Any] | None = None
     lines = stdout.lines
     assert lines is not None
     while info is None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
+            hint = (
+                f"; the new data directory {data_path} may be left half-initialised: "
+                "delete it before retrying"
+                if fresh_dir
+                else ""
+            )
             raise fail(
                 f"the PGlite bridge (pid {proc.pid}) printed no ready line within {timeout:g} s "
                 "and was killed; a fresh database needs a few seconds, a slow or busy machine "
-                "more: retry with a larger timeout"
+                f"more: retry with a larger timeout{hint}"
             )
         try:
             line = lines.get(timeout=min(remaining, 0.5))
@@ -716,11 +747,4 @@ def start_bridge(
             raise fail(f"the PGlite bridge reported no port: {line}")
         info = parsed
     stdout.stop_forwarding()
-    return Bridge(
-        proc,
-        info,
-        data_dir=data_path,
-        startup_seconds=time.monotonic() - started,
-        stdout=stdout,
-        stderr=stderr,
-    )
+    return info
