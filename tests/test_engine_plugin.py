@@ -19,7 +19,9 @@ def _install_example(site: Path) -> None:
     shutil.copy(EXAMPLE / "alkstore_lockfree.py", site)
     dist = site / "alkstore_lockfree-0.1.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: alkstore-lockfree\nVersion: 0.1.0\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: alkstore-lockfree\nVersion: 0.1.0\n"
+    )
     (dist / "entry_points.txt").write_text(
         "[alkstore.engines]\nlockfree-postgres = alkstore_lockfree:LockFreePostgresEngine\n"
     )
@@ -33,11 +35,26 @@ def test_conformance_runs_against_the_example_engine(tmp_path, pg_dsn):
     env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     result = subprocess.run(
         [
-            sys.executable, "-m", "alkstore.cli", "conformance",
-            "--dsn", pg_dsn, "--engine", "lockfree-postgres", "--driver", "psycopg",
-            "-k", "lifecycle or delivery or retries", "--json", str(report),
+            sys.executable,
+            "-m",
+            "alkstore.cli",
+            "conformance",
+            "--dsn",
+            pg_dsn,
+            "--engine",
+            "lockfree-postgres",
+            "--driver",
+            "psycopg",
+            "-k",
+            "lifecycle or delivery or retries",
+            "--json",
+            str(report),
         ],
-        env=env, capture_output=True, text=True, timeout=600, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     matrix = json.loads(report.read_text())

@@ -15,11 +15,11 @@ from typing import TypeVar
 
 from .core.errors import AlkstoreError
 from .core.plans import (
-    Row,
-    Statement,
     MAX_SERIALIZATION_RETRIES,
     SERIALIZATION_FAILURE,
     Plan,
+    Row,
+    Statement,
     serialization_pause,
 )
 from .drivers.base import (

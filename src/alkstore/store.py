@@ -14,14 +14,14 @@ from typing import Any, Self
 
 from .core.records import Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
+from .core.validation import check_schema_name
 from .drivers import async_driver, sync_driver
 from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
+from .engines import engine_class
+from .engines.detect import detect_plan
 from .engines.postgres import PostgresEngine
 from .operations import Operations
 from .runner import run_async, run_sync
-from .core.validation import check_schema_name
-from .engines import engine_class
-from .engines.detect import detect_plan
 from .target import Target, build_engine, resolve_target
 
 Ids = IdLike | Iterable[IdLike]
@@ -340,7 +340,9 @@ def connect(
         target.close()
         raise
     try:
-        detected = run_sync(source, drv, detect_plan()) if target.needs_detection else None
+        detected = None
+        if target.needs_detection:
+            detected = run_sync(source, drv, detect_plan())
         chosen = build_engine(
             target.requested, detected, schema, emulate=emulate, options=engine_options or {}
         )
@@ -388,7 +390,9 @@ async def _open_async(
         target.close()
         raise
     try:
-        detected = await run_async(source, drv, detect_plan()) if target.needs_detection else None
+        detected = None
+        if target.needs_detection:
+            detected = await run_async(source, drv, detect_plan())
         chosen = build_engine(
             target.requested, detected, schema, emulate=emulate, options=engine_options or {}
         )

@@ -16,6 +16,4 @@ class LockFreePostgresEngine(PostgresEngine):
     """PostgreSQL with the atomic-UPDATE claim and split-statement writes."""
 
     name: ClassVar[str] = "lockfree-postgres"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        skip_locked=False, multi_mutation_cte=False
-    )
+    capabilities: ClassVar[Capabilities] = Capabilities(skip_locked=False, multi_mutation_cte=False)

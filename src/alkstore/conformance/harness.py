@@ -5,8 +5,9 @@ driver is under test: async stores run on an event loop in a background thread, 
 body proves both faces. The handle also carries two test-only tools that work on every
 engine because they go through the store's own connection: :meth:`StoreHandle.sql` and
 :meth:`StoreHandle.advance` (a controllable clock: shifting every stored timestamp back by
-``s`` seconds is the same, for the store, as ``s`` seconds passing). A :class:`~alkstore.Job` read before ``advance`` carries the old
-``started_on``, so as a fence it no longer matches its attempt: re-read it with ``get_job``.
+``s`` seconds is the same, for the store, as ``s`` seconds passing). A
+:class:`~alkstore.Job` read before ``advance`` carries the old ``started_on``, so as a fence
+it no longer matches its attempt: re-read it with ``get_job``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import attrs
 
 from ..core.plans import Plan, Row, Statement, single
 from ..engines import engine_class
-from ..engines.postgres.identifiers import quote_schema
-from ..store import AsyncStore, Store, connect, connect_async
 from ..engines.pglite.bridge import start_bridge
 from ..engines.pglite.engine import data_dir_of
+from ..engines.postgres.identifiers import quote_schema
+from ..store import AsyncStore, Store, connect, connect_async
 from .cluster import TempCluster
 from .deviations import explain
 
@@ -78,7 +79,11 @@ class Backend:
         the whole run; each test still gets a schema of its own."""
         if engine == "pglite" and (not dsn or dsn.startswith("pglite:")):
             bridge = start_bridge(data_dir_of(dsn or "pglite://"))
-            return cls(bridge.dsn, engine, emulate, bridge.close)
+
+            def stop() -> None:
+                bridge.close()
+
+            return cls(bridge.dsn, engine, emulate, stop)
         if dsn:
             return cls(dsn, engine, emulate)
         cluster = TempCluster()
@@ -160,8 +165,8 @@ class StoreHandle:
         """Run any plan on the store's own connection."""
         if isinstance(self._store, AsyncStore):
             assert self._loop is not None
-            return self._loop.run(self._store._run(plan))  # noqa: SLF001
-        return self._store._run(plan)  # noqa: SLF001
+            return self._loop.run(self._store._run(plan))
+        return self._store._run(plan)
 
     def sql(self, sql: str, *params: Any) -> list[Row]:
         """Run one statement (``{s}`` is replaced by the quoted schema); returns its rows."""

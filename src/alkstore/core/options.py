@@ -30,7 +30,7 @@ from .validation import (
 DAY = 86_400
 
 
-class Policy(str, enum.Enum):
+class Policy(enum.StrEnum):
     """Queue policies (spec §6). Only ``standard`` is available in this release."""
 
     STANDARD = "standard"
@@ -46,7 +46,7 @@ AVAILABLE_POLICIES = frozenset({Policy.STANDARD})
 
 def _policy(value: object) -> Policy:
     try:
-        policy = Policy(value)
+        policy = Policy(str(value))
     except ValueError:
         raise InvalidOptions(
             "policy", value, f"must be one of {', '.join(p.value for p in Policy)}"

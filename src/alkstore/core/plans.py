@@ -30,7 +30,7 @@ class Statement:
     rows instead of raising. Only for statements outside a transaction."""
 
 
-class Isolation(str, enum.Enum):
+class Isolation(enum.StrEnum):
     """Transaction isolation levels a plan may ask for."""
 
     READ_COMMITTED = "read committed"
@@ -65,7 +65,14 @@ class Plan(Generic[T]):
         def steps() -> Steps[U]:
             return mapper((yield from inner()))
 
-        return attrs.evolve(self, steps=steps)  # type: ignore[return-value]
+        return Plan(
+            self.name,
+            steps,
+            transaction=self.transaction,
+            isolation=self.isolation,
+            retry_serialization=self.retry_serialization,
+            map_error=self.map_error,
+        )
 
 
 def single(name: str, statement: Statement, result: Callable[[list[Row]], T], **kw: Any) -> Plan[T]:
@@ -91,4 +98,4 @@ MAX_SERIALIZATION_RETRIES = 12
 
 def serialization_pause(attempt: int, jitter: float) -> float:
     """Seconds to wait before retry ``attempt`` (0-based): capped exponential, full jitter."""
-    return min(1.0, 0.005 * 2**attempt) * jitter
+    return min(1.0, 0.005 * 2.0**attempt) * jitter

@@ -63,7 +63,7 @@ def as_bool(value: Any) -> bool:
 
 @attrs.frozen
 class Job:
-    """A job as stored. ``complete``/``fail``/``touch`` given this object are fenced to its attempt."""
+    """A job as stored. Given to ``complete``/``fail``/``touch``, it fences them to its attempt."""
 
     id: uuid.UUID
     queue: str

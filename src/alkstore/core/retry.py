@@ -27,7 +27,7 @@ def retry_delay_seconds(
     u = random.random() if jitter is None else jitter
     if not 0.0 <= u < 1.0:
         raise ValueError(f"jitter must be in [0, 1), got {u!r}")
-    delay = max(retry_delay, 1) * 2 ** min(MAX_EXPONENT, retry_count) * (1.0 + u)
+    delay: float = max(retry_delay, 1) * 2.0 ** min(MAX_EXPONENT, retry_count) * (1.0 + u)
     return delay if retry_delay_max is None else min(float(retry_delay_max), delay)
 
 

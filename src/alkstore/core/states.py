@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 
 
-class JobState(str, enum.Enum):
+class JobState(enum.StrEnum):
     """The state a job is in. Compared by name, never by declaration order."""
 
     CREATED = "created"
@@ -32,7 +32,7 @@ UNFINISHED: frozenset[JobState] = QUEUED | ACTIVE
 """Queued or active: the states ``fail`` and ``cancel`` accept."""
 
 
-class Operation(str, enum.Enum):
+class Operation(enum.StrEnum):
     """Operations that move a job between states."""
 
     FETCH = "fetch"

@@ -62,9 +62,7 @@ class AsyncSession(Protocol):
         """Run one statement; rows as dicts (empty for statements without rows)."""
         ...
 
-    def transaction(
-        self, isolation: Isolation | None = None
-    ) -> AbstractAsyncContextManager[None]:
+    def transaction(self, isolation: Isolation | None = None) -> AbstractAsyncContextManager[None]:
         """A transaction (a savepoint when the caller's connection already has one open)."""
         ...
 

@@ -10,6 +10,8 @@ from . import BUILTIN, engine_class
 
 BEGIN = "<!-- capability-matrix:begin -->"
 END = "<!-- capability-matrix:end -->"
+YES = "\N{CHECK MARK}"
+NO = "\N{EN DASH}"
 
 
 def markdown() -> str:
@@ -21,7 +23,7 @@ def markdown() -> str:
         "|---|" + "|".join(":-:" for _ in engines) + "|",
     ]
     for capability in names:
-        marks = ("✓" if getattr(e.capabilities, capability) else "–" for e in engines)
+        marks = (YES if getattr(e.capabilities, capability) else NO for e in engines)
         lines.append(f"| `{capability}` | " + " | ".join(marks) + " |")
     return "\n".join(lines)
 

@@ -39,7 +39,7 @@ def test_a_bare_id_settles_the_current_attempt(store):
 def test_concurrent_fetchers_never_share_a_job_and_drain_everything(store):
     store.create_queue("q")
     sent = set(store.send_many("q", [{"data": i} for i in range(2000)]))
-    seen: list[list] = [[] for _ in range(8)]
+    seen: list[list[object]] = [[] for _ in range(8)]
     start = threading.Barrier(8)
 
     def worker(slot: int) -> None:

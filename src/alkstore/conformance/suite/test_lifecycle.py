@@ -133,7 +133,7 @@ def test_delete_jobs_in_any_state(store):
     (first,) = store.fetch("q")
     store.complete("q", first)
     store.fetch("q")
-    assert store.delete_jobs("q", ids + [uuid.uuid4()]) == 3
+    assert store.delete_jobs("q", [*ids, uuid.uuid4()]) == 3
     assert store.job_count() == 0
     assert store.delete_jobs("q", ids) == 0
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from alkstore import InvalidOptions, JobState, QueueNotFound
 from alkstore.core.retry import retry_delay_bounds
 
 
-def _attempts_until_failed(store, queue, job_id):
+def _attempts_until_failed(store: Any, queue: str, job_id: Any) -> tuple[int, Any]:
     attempts = 0
     while True:
         jobs = store.fetch(queue)

@@ -11,12 +11,11 @@ import datetime as dt
 import hashlib
 import json
 import uuid
-from collections.abc import Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, TypeVar
 
 from ...core.capabilities import Capabilities
 from ...core.errors import (
-    InvalidOptions,
     JobConflict,
     QueueExists,
     QueueInUse,
@@ -27,10 +26,12 @@ from ...core.errors import (
 from ...core.options import NewJob, QueueOptions
 from ...core.plans import ErrorMap, Isolation, Plan, Row, Statement, Steps, rowcount, single
 from ...core.records import Job, Queue, QueueStats, as_int
-from ...core.states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
+from ...core.states import FINISHED, QUEUED, UNFINISHED, JobState
 from ...core.targets import Targets
 from .identifiers import partition_table, quote_ident, quote_schema
 from .schema import LATEST, MIGRATIONS, in_list
+
+T = TypeVar("T")
 
 JOB_COLUMNS = (
     "id, name, data::text AS data, state, priority, retry_count, retry_limit, retry_delay, "
@@ -73,6 +74,28 @@ def _targets_sql(first: int) -> str:
         "AS t(id, retry_count, started_on)"
     )
 
+
+SEND_ARRAYS = (
+    ("id", "uuid"),
+    ("data", "text"),
+    ("priority", "int"),
+    ("retry_limit", "int"),
+    ("retry_delay", "int"),
+    ("retry_backoff", "bool"),
+    ("retry_delay_max", "int"),
+    ("expire_seconds", "int"),
+    ("heartbeat_seconds", "int"),
+    ("retention_seconds", "int"),
+    ("deletion_seconds", "int"),
+    ("singleton_key", "text"),
+    ("group_id", "text"),
+    ("group_tier", "text"),
+    ("start_at", "timestamptz"),
+    ("delay", "float8"),
+)
+"""The arrays ``send`` binds (one element per job), in placeholder order from ``$2``."""
+SEND_OPTION_COLUMNS = tuple(n for n, _t in SEND_ARRAYS if n not in ("data", "start_at", "delay"))
+"""Arrays filled straight from the job's :class:`JobOptions` attribute of the same name."""
 
 COPIED_COLUMNS = ("name", "id", "state", "priority", "retry_count", "data", "output", "dead_letter")
 """Columns of a failed job that the split-statement path binds into its dead-letter copy."""
@@ -124,7 +147,14 @@ class PostgresEngine:
             **kw,
         )
 
-    def _single(self, name: str, sql: str, params: Sequence[Any], result: Any, **kw: Any) -> Any:
+    def _single(
+        self,
+        name: str,
+        sql: str,
+        params: Sequence[Any],
+        result: Callable[[list[Row]], T],
+        **kw: Any,
+    ) -> Plan[T]:
         caps = self.capabilities
         return single(
             name,
@@ -181,8 +211,7 @@ class PostgresEngine:
                 for ddl in MIGRATIONS[version](s, self.capabilities):
                     yield Statement(ddl)
             if current is None:
-                for statement in self.after_install():
-                    yield statement
+                yield from self.after_install()
                 yield Statement(f"INSERT INTO {s}.version (version) VALUES ($1)", (target,))
             elif target > current:
                 yield Statement(f"UPDATE {s}.version SET version = $1", (target,))
@@ -408,31 +437,16 @@ class PostgresEngine:
         on a duplicate id; either way nothing is written.
         """
         s = self.s
-        cols: dict[str, list[Any]] = {
-            k: []
-            for k in (
-                "id data priority retry_limit retry_delay retry_backoff retry_delay_max "
-                "expire_seconds heartbeat_seconds retention_seconds deletion_seconds "
-                "singleton_key group_id group_tier start_at delay"
-            ).split()
-        }
+        cols: dict[str, list[Any]] = {name: [] for name, _type in SEND_ARRAYS}
         for job in jobs:
             o = job.options
-            cols["id"].append(o.id)
             cols["data"].append(job.data_json)
-            for k in (
-                "priority retry_limit retry_delay retry_backoff retry_delay_max expire_seconds "
-                "heartbeat_seconds retention_seconds deletion_seconds singleton_key group_id "
-                "group_tier"
-            ).split():
-                cols[k].append(getattr(o, k))
+            for name in SEND_OPTION_COLUMNS:
+                cols[name].append(getattr(o, name))
             start = o.start_after
             cols["start_at"].append(start if isinstance(start, dt.datetime) else None)
             cols["delay"].append(start if isinstance(start, float) else None)
-        types = (
-            "uuid text int int int bool int int int int int text text text timestamptz float8"
-        ).split()
-        arrays = ", ".join(f"${i + 2}::{t}[]" for i, t in enumerate(types))
+        arrays = ", ".join(f"${i + 2}::{t}[]" for i, (_n, t) in enumerate(SEND_ARRAYS))
         sql = f"""
             INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
                 retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
