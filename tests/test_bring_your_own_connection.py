@@ -115,3 +115,15 @@ def test_psycopg_async_send_joins_the_callers_transaction(pg_dsn, schema_name):
 def test_a_foreign_object_is_refused(schema_name):
     with pytest.raises(TypeError, match="not a psycopg connection"):
         alkstore.connect(object(), schema=schema_name)
+
+
+def test_bad_connect_options_fail_before_any_io():
+    with pytest.raises(alkstore.InvalidOptions) as err:
+        alkstore.connect("postgresql://127.0.0.1:1/none", schema="Bad-Name")
+    assert err.value.field == "schema"
+    with pytest.raises(alkstore.InvalidOptions) as err:
+        alkstore.connect_async("postgresql://127.0.0.1:1/none", pool_size=0)
+    assert err.value.field == "pool_size"
+    with pytest.raises(alkstore.InvalidOptions) as err:
+        alkstore.connect("mysql://127.0.0.1:1/none")
+    assert err.value.field == "dsn"

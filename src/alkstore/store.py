@@ -12,9 +12,11 @@ from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Self
 
+import attrs
+
 from .core.records import Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
-from .core.validation import check_schema_name
+from .core.validation import int_at_least, schema_name
 from .drivers import async_driver, sync_driver
 from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
 from .engines import engine_class
@@ -22,7 +24,7 @@ from .engines.detect import detect_plan
 from .engines.postgres import PostgresEngine
 from .operations import Operations
 from .runner import run_async, run_sync
-from .target import Target, build_engine, resolve_target
+from .target import AUTO, Target, build_engine, resolve_target
 
 Ids = IdLike | Iterable[IdLike]
 
@@ -292,9 +294,35 @@ class AsyncStore:
         return self._ops.report(counts)
 
 
-def _settings(engine_name: str, pool_size: int) -> DriverSettings:
-    single = engine_class(engine_name).capabilities.single_connection
-    return DriverSettings(pool_size=1 if single else pool_size, prepared_statements=not single)
+@attrs.frozen(kw_only=True)
+class ConnectOptions:
+    """The arguments of :func:`connect` / :func:`connect_async`, checked before any I/O."""
+
+    engine: str | None = None
+    driver: str = "psycopg"
+    schema: str = attrs.field(default="alkstore", validator=schema_name)
+    pool_size: int = attrs.field(default=10, validator=int_at_least(1))
+    migrate: bool = True
+    emulate: bool = False
+    engine_options: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def settings(self, target: Target) -> DriverSettings:
+        """Driver settings: one connection, no prepared statements, on single-session engines."""
+        name = "postgres" if target.requested == AUTO else target.requested
+        single = engine_class(name).capabilities.single_connection
+        return DriverSettings(
+            pool_size=1 if single else self.pool_size, prepared_statements=not single
+        )
+
+    def engine_for(self, target: Target, detected: str | None) -> PostgresEngine:
+        """The engine instance for what was asked and what the server turned out to be."""
+        return build_engine(
+            target.requested,
+            detected,
+            self.schema,
+            emulate=self.emulate,
+            options=self.engine_options,
+        )
 
 
 def _adopted(drv: SyncDriver | AsyncDriver, target: Target) -> Any:
@@ -304,38 +332,38 @@ def _adopted(drv: SyncDriver | AsyncDriver, target: Target) -> Any:
     return adopted
 
 
-def connect(
-    dsn: Any,
-    *,
-    engine: str | None = None,
-    driver: str = "psycopg",
-    schema: str = "alkstore",
-    pool_size: int = 10,
-    migrate: bool = True,
-    emulate: bool = False,
-    engine_options: Mapping[str, Any] | None = None,
-) -> Store:
+def _guard_profile(engine: PostgresEngine) -> Any:
+    from .engines.emulation import PROFILES
+
+    return PROFILES[str(engine.emulation_profile)]
+
+
+def connect(dsn: Any, **options: Any) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
     ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
     persistent), or a connection or pool of the chosen driver that you own (so that ``send``
-    joins your transaction). ``engine`` is ``postgres`` (default), ``cockroachdb``,
-    ``yugabytedb``, ``citus``, ``pglite`` (default for a pglite URI), ``auto`` (detected from
-    the server), or a third-party engine's entry-point name; ``engine_options`` passes
-    engine settings (``{"distributed": True}`` for sharded Citus). ``emulate`` runs a
-    distributed engine on stock PostgreSQL behind a guard that rejects what its real server
-    would. With ``migrate`` the schema is installed or upgraded now; either way a database
-    newer than this library is refused with :class:`SchemaVersionError`.
+    joins your transaction). Keyword options (:class:`ConnectOptions`):
+
+    - ``engine``: ``postgres`` (default), ``cockroachdb``, ``yugabytedb``, ``citus``,
+      ``pglite`` (default for a pglite URI), ``auto`` (detected from the server), or a
+      third-party engine's entry-point name; ``engine_options`` passes engine settings
+      (``{"distributed": True}`` for sharded Citus);
+    - ``driver``: ``psycopg`` (default) or ``pg8000``; ``schema`` (default ``alkstore``);
+      ``pool_size`` (default 10);
+    - ``emulate``: run a distributed engine on stock PostgreSQL behind a guard that rejects
+      what its real server would;
+    - ``migrate``: install or upgrade the schema now (default); either way a database newer
+      than this library is refused with :class:`SchemaVersionError`.
     """
-    check_schema_name(schema)
-    target = resolve_target(dsn, engine)
+    opts = ConnectOptions(**options)
+    target = resolve_target(dsn, opts.engine)
     try:
-        drv = sync_driver(driver)
-        source: SyncSource = (
-            _adopted(drv, target)
-            if target.dsn is None
-            else drv.open(target.dsn, _settings(_base_name(target.requested), pool_size))
-        )
+        drv = sync_driver(opts.driver)
+        if target.dsn is None:
+            source: SyncSource = _adopted(drv, target)
+        else:
+            source = drv.open(target.dsn, opts.settings(target))
     except BaseException:
         target.close()
         raise
@@ -343,49 +371,32 @@ def connect(
         detected = None
         if target.needs_detection:
             detected = run_sync(source, drv, detect_plan())
-        chosen = build_engine(
-            target.requested, detected, schema, emulate=emulate, options=engine_options or {}
-        )
-        if emulate:
-            from .engines.emulation import PROFILES, guard_sync
+        chosen = opts.engine_for(target, detected)
+        if opts.emulate:
+            from .engines.emulation import guard_sync
 
-            source = guard_sync(source, PROFILES[str(chosen.emulation_profile)])
+            source = guard_sync(source, _guard_profile(chosen))
     except BaseException:
         source.close()
         target.close()
         raise
     store = Store(chosen, drv, source, on_close=target.close)
     try:
-        store.migrate() if migrate else store._run(chosen.check_version())
+        store.migrate() if opts.migrate else store._run(chosen.check_version())
     except BaseException:
         store.close()
         raise
     return store
 
 
-def _base_name(requested: str) -> str:
-    return "postgres" if requested == "auto" else requested
-
-
-async def _open_async(
-    dsn: Any,
-    engine: str | None,
-    driver: str,
-    schema: str,
-    pool_size: int,
-    migrate: bool,
-    emulate: bool,
-    engine_options: Mapping[str, Any] | None,
-) -> AsyncStore:
-    check_schema_name(schema)
-    target = resolve_target(dsn, engine)
+async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
+    target = resolve_target(dsn, opts.engine)
     try:
-        drv = async_driver(driver)
-        source: AsyncSource = (
-            _adopted(drv, target)
-            if target.dsn is None
-            else await drv.open(target.dsn, _settings(_base_name(target.requested), pool_size))
-        )
+        drv = async_driver(opts.driver)
+        if target.dsn is None:
+            source: AsyncSource = _adopted(drv, target)
+        else:
+            source = await drv.open(target.dsn, opts.settings(target))
     except BaseException:
         target.close()
         raise
@@ -393,20 +404,18 @@ async def _open_async(
         detected = None
         if target.needs_detection:
             detected = await run_async(source, drv, detect_plan())
-        chosen = build_engine(
-            target.requested, detected, schema, emulate=emulate, options=engine_options or {}
-        )
-        if emulate:
-            from .engines.emulation import PROFILES, guard_async
+        chosen = opts.engine_for(target, detected)
+        if opts.emulate:
+            from .engines.emulation import guard_async
 
-            source = guard_async(source, PROFILES[str(chosen.emulation_profile)])
+            source = guard_async(source, _guard_profile(chosen))
     except BaseException:
         await source.close()
         target.close()
         raise
     store = AsyncStore(chosen, drv, source, on_close=target.close)
     try:
-        await (store.migrate() if migrate else store._run(chosen.check_version()))
+        await (store.migrate() if opts.migrate else store._run(chosen.check_version()))
     except BaseException:
         await store.close()
         raise
@@ -434,23 +443,11 @@ class AsyncConnector:
             await self._store.close()
 
 
-def connect_async(
-    dsn: Any,
-    *,
-    engine: str | None = None,
-    driver: str = "psycopg",
-    schema: str = "alkstore",
-    pool_size: int = 10,
-    migrate: bool = True,
-    emulate: bool = False,
-    engine_options: Mapping[str, Any] | None = None,
-) -> AsyncConnector:
+def connect_async(dsn: Any, **options: Any) -> AsyncConnector:
     """Open an :class:`AsyncStore` (``driver``: ``psycopg`` or ``asyncpg``); see :func:`connect`.
 
     ``store = await connect_async(...)`` or ``async with connect_async(...) as store:``.
+    The options are checked now, before anything is awaited.
     """
-    return AsyncConnector(
-        lambda: _open_async(
-            dsn, engine, driver, schema, pool_size, migrate, emulate, engine_options
-        )
-    )
+    opts = ConnectOptions(**options)
+    return AsyncConnector(lambda: _open_async(dsn, opts))

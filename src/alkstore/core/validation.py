@@ -94,3 +94,8 @@ def check_schema_name(name: object) -> str:
             "schema", name, "must be 1-63 lowercase letters, digits or _, not starting with a digit"
         )
     return name
+
+
+def schema_name(_inst: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator form of :func:`check_schema_name`."""
+    check_schema_name(value)
