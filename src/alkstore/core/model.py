@@ -37,15 +37,15 @@ Dead letters
     A dead-letter copy gets a new id that the engine generates; the model cannot know it, so
     it gives the copy an id of its own (a UUIDv5, stable across runs). Compare copies by
     ``source_id`` (:meth:`Model.dead_letters`), not by id. The fetch order of several copies
-    made by one statement depends on those unknown ids, and :meth:`Model.redrive` is not
-    modelled for the same reason.
+    made by one statement depends on those unknown ids, and ``redrive`` (whose new jobs also
+    get engine-made ids) is not modelled.
 
 Where the contract is silent the model follows the PostgreSQL engine, and says so:
 
 * a job id is unique per queue (the engine's key is ``(queue, id)``);
-* a fence matches while the job keeps the fetched attempt's ``retry_count`` and
-  ``started_on``, also after the job went back to ``retry`` or ``created`` (``fail`` given
-  the old ``Job`` still acts on it until it is fetched again);
+* a fence matches while the job is active in the fetched attempt (same ``retry_count`` and
+  ``started_on``); once the attempt ended (completed, failed, expired, cancelled) the old
+  ``Job`` matches nothing, even before the job is fetched again;
 * ``cancel``, ``resume``, ``retry`` and ``delete_jobs`` ignore fences and act by id;
 * operations on ids in a queue that does not exist return 0; ``send`` and ``fetch`` raise
   :class:`~.errors.QueueNotFound`.
@@ -546,7 +546,8 @@ class Model:
                 fenced
                 and retry_count is not None
                 and not (
-                    job.retry_count == retry_count
+                    job.state is JobState.ACTIVE
+                    and job.retry_count == retry_count
                     and started_on is not None
                     and job.started_on == started_on
                 )
@@ -649,8 +650,9 @@ class Model:
             if first > latest:
                 return False
         raise AmbiguousTiming(
-            f"{what or 'a decision'}: {first - earliest} .. {last - earliest} from now, "
-            f"with the engine up to {self.slack:g}s ahead"
+            f"{what or 'a decision'}: between {(first - earliest).total_seconds():+g}s and "
+            f"{(last - earliest).total_seconds():+g}s from now, with the engine up to "
+            f"{self.slack:g}s ahead"
         )
 
     def _due(self, job: ModelJob, after: float = 0.0) -> bool:

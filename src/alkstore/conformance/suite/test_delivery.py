@@ -58,3 +58,24 @@ def test_concurrent_fetchers_never_share_a_job_and_drain_everything(store):
     assert len(delivered) == len(set(delivered)) == 2000
     assert set(delivered) == sent
     assert store.queue_stats("q").counts[JobState.COMPLETED] == 2000
+
+
+def test_a_job_of_an_ended_attempt_cannot_fail_the_waiting_retry(store):
+    store.create_queue("q", retry_limit=3, retry_delay=60)
+    job_id = store.send("q", 1)
+    (attempt,) = store.fetch("q")
+    assert store.fail("q", attempt, "first") == 1
+    assert store.fail("q", attempt, "again") == 0  # the attempt ended with the first fail
+    assert store.get_job("q", job_id).output == "first"
+    assert store.fail("q", job_id, "by id") == 1  # a bare id still acts on the queued job
+    assert store.get_job("q", job_id).output == "by id"
+
+
+def test_a_job_of_a_cancelled_attempt_cannot_fail_the_resumed_job(store):
+    store.create_queue("q", retry_limit=0, dead_letter=None)
+    job_id = store.send("q", 1)
+    (attempt,) = store.fetch("q")
+    assert store.cancel("q", job_id) == 1
+    assert store.resume("q", job_id) == 1
+    assert store.fail("q", attempt) == 0
+    assert store.get_job("q", job_id).state == "created"

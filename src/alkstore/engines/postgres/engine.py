@@ -598,7 +598,11 @@ class PostgresEngine:
 
     def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
         """queued or active -> retry or failed; dead-letter copies in the same transaction."""
-        where = f"j.name = $1 AND j.state IN {in_list(UNFINISHED)} AND {_fence()}"
+        # A bare id fails a queued or active job; a Job only its own, still active attempt.
+        where = (
+            f"j.name = $1 AND j.state IN {in_list(UNFINISHED)} AND {_fence()} "
+            "AND (t.retry_count IS NULL OR j.state = 'active')"
+        )
         params = (queue, *_target_params(targets), output_json)
         return self._fail_plan("fail", f", {_targets_sql(2)}", where, "$5", params)
 

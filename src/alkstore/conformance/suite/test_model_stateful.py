@@ -1,0 +1,514 @@
+"""The engine against the reference model (spec §2 to §5, §9): random operation sequences.
+
+A hypothesis state machine sends, fetches, completes, fails, cancels, resumes, retries,
+deletes, touches, runs maintenance and lets time pass, through the store under test and
+through :class:`~alkstore.core.model.Model` alike. After every step both must agree on every
+job (state, retry counts, options, data, output, which timestamps are set and how old they
+are, dead-letter copies by source job) and on what every operation returned.
+
+Time is chosen so that the two clocks cannot disagree. The clock moves in steps of
+``ADVANCES`` (multiples of 5 s) and every fixed delay is 1 s short of a multiple of 5 (delays
+and expiry 9, 14, 34 or 64 s, heartbeats 14 or 24 s, deletion 64 s, retention 104 s, so
+``keep_until`` is 104 or 118 s after an event): a deadline is never within 3 s of a time the
+test can reach. The engine's ``now()`` runs ahead of the model's clock by the real time a run
+has taken; the model is told that bound (``Model.slack``) and refuses any decision it could
+change, and such a run is discarded rather than judged (only a run slower than about 3 s
+could hit that). Retry backoff (random jitter) is handled the same way: an advance that would
+leave a backoff retry's due time or ``keep_until`` undecided is skipped.
+
+Rules act where they can: each run starts with jobs in both queues, the settling rules are
+enabled only when the model has a job they accept, and half of their targets are drawn among
+such jobs; the other half are anything seen so far: stale attempts (re-fetched, or fetched
+before an ``advance``, which shifts the stored ``started_on`` on both sides), jobs of the
+other queue, deleted jobs.
+
+A failure prints the shrunk steps; ``jobs_<n>`` are the job ids (the job's data is ``n``) and
+``attempts_<n>`` the fetched or re-read ``Job`` objects used as fences.
+``ALKSTORE_MODEL_EXAMPLES`` raises the number of runs (default 25) for a longer search.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import attrs
+from hypothesis import HealthCheck, note, reject, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from alkstore import Job, JobOptions, JobState, QueueOptions
+from alkstore.core.model import AmbiguousTiming, Fence, Model, ModelJob
+
+T = TypeVar("T")
+
+QUEUES: dict[str, dict[str, Any]] = {
+    "dlq": {"retention_seconds": 104},
+    "q0": {
+        "retry_limit": 0,
+        "expire_seconds": 34,
+        "retention_seconds": 104,
+        "deletion_seconds": 64,
+        "dead_letter": "dlq",
+    },
+    "q2": {
+        "retry_limit": 2,
+        "expire_seconds": 64,
+        "heartbeat_seconds": 14,
+        "retention_seconds": 104,
+        "deletion_seconds": 0,
+    },
+}
+"""Queues of every run (created in this order). ``dlq`` only receives dead-letter copies."""
+
+WORK_QUEUES = ("q0", "q2")
+ADVANCES = (5, 30, 60, 200)
+SLACK_MARGIN = 0.5
+"""Seconds added to the measured run time for the engine's lead over the model's clock."""
+
+JOB_OPTIONS: st.SearchStrategy[dict[str, Any]] = st.one_of(
+    st.just({}),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "priority": st.sampled_from([1, -1]),
+            "retry_limit": st.just(1),
+            "retry_delay": st.just(14),
+            "start_after": st.just(14),
+            "expire_seconds": st.just(9),
+            "heartbeat_seconds": st.just(24),
+            "retry_backoff": st.just(True),
+        },
+    ),
+)
+"""Per-job options: mostly none, else a few overrides of the queue's settings."""
+BATCH = st.lists(
+    st.fixed_dictionaries({"rank": st.integers(0, 3), "options": JOB_OPTIONS}),
+    min_size=1,
+    max_size=4,
+)
+"""Jobs of one ``send_many``: options, and ``rank``, the high bits of the id (jobs of one
+statement share ``created_on`` and are fetched in id order)."""
+
+
+def ids_for(*states: JobState) -> st.SearchStrategy[list[Target]]:
+    """1 to 3 of the ids and attempts seen so far, half of the draws among those whose job is
+    in one of ``states`` (so the operation has something to act on); the rest are any: stale
+    fences, jobs of another queue or state, deleted jobs.
+
+    Drawn from the machine's list, not from ``one_of`` of the bundles (which marks a run
+    invalid whenever it picks an empty bundle); the values are the bundles' own objects, so
+    steps print their names."""
+
+    def build(machine: ModelMachine) -> st.SearchStrategy[list[Target]]:
+        choice = st.sampled_from(machine.handles)
+        fitting = [h for h in machine.handles if machine.state_of(h) in states]
+        if fitting:
+            choice = st.sampled_from(fitting) | choice
+        return st.lists(choice, min_size=1, max_size=3)
+
+    return st.runner().flatmap(build)
+
+
+FETCH_QUEUE = st.runner().flatmap(
+    lambda machine: st.sampled_from(machine.due_queues()) | st.sampled_from(WORK_QUEUES)
+)
+"""A work queue, half the time one where the model has a job due (if there is one)."""
+OUTPUTS = st.sampled_from([None, "done", {"n": 1}])
+ERRORS = st.sampled_from([None, "boom", {"code": 7}])
+
+TIMESTAMPS = (
+    "created_on",
+    "start_after",
+    "started_on",
+    "completed_on",
+    "heartbeat_on",
+    "keep_until",
+)
+FIELDS = (
+    "state",
+    "priority",
+    "retry_count",
+    "retry_limit",
+    "expire_seconds",
+    "heartbeat_seconds",
+    "retention_seconds",
+    "deletion_seconds",
+    "data",
+    "output",
+    "source_queue",
+    "source_retry_count",
+)
+SNAPSHOT = """SELECT id, name, state, priority, retry_count, retry_limit, expire_seconds,
+    heartbeat_seconds, retention_seconds, deletion_seconds, data::text AS data,
+    output::text AS output, source_queue, source_id, source_retry_count,
+    extract(epoch FROM now() - created_on)::float8 AS created_on,
+    extract(epoch FROM now() - start_after)::float8 AS start_after,
+    extract(epoch FROM now() - started_on)::float8 AS started_on,
+    extract(epoch FROM now() - completed_on)::float8 AS completed_on,
+    extract(epoch FROM now() - heartbeat_on)::float8 AS heartbeat_on,
+    extract(epoch FROM now() - keep_until)::float8 AS keep_until
+FROM {s}.job"""
+"""Every job, with each timestamp as its age in seconds on the server's clock."""
+
+
+@attrs.frozen
+class Attempt:
+    """A fetched (or re-read) job: the engine's ``Job`` and the model's fence of it."""
+
+    job: Job
+    fence: Fence
+
+
+Target = uuid.UUID | Attempt
+
+
+def _engine_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A snapshot row with driver differences normalised."""
+    out: dict[str, Any] = {
+        "id": uuid.UUID(str(row["id"])),
+        "queue": row["name"],
+        "source_id": None if row["source_id"] is None else uuid.UUID(str(row["source_id"])),
+    }
+    for name in FIELDS:
+        value = row[name]
+        if name in ("data", "output"):
+            value = None if value is None else json.loads(value)
+        elif value is not None and name not in ("state", "source_queue"):
+            value = int(value)
+        out[name] = value
+    for name in TIMESTAMPS:
+        out[name] = None if row[name] is None else float(row[name])
+    return out
+
+
+def _model_row(job: ModelJob) -> dict[str, Any]:
+    return {name: getattr(job, name) for name in FIELDS} | {"state": job.state.value}
+
+
+def _some(*states: JobState) -> Callable[[ModelMachine], bool]:
+    """Precondition: the model holds a job (not a dead letter) in one of ``states``, so the
+    rule can act (its targets may still miss: stale fences, another queue, another state)."""
+
+    def check(machine: ModelMachine) -> bool:
+        return any(j.state in states and j.source_id is None for j in machine.model.all_jobs())
+
+    return check
+
+
+class ModelMachine(RuleBasedStateMachine):
+    """Drives the store under test and the model with the same operations."""
+
+    jobs = Bundle("jobs")
+    attempts = Bundle("attempts")
+
+    def __init__(self, store: Any) -> None:
+        super().__init__()
+        self.store = store
+        store.sql("DELETE FROM {s}.job")
+        store.sql("DELETE FROM {s}.queue")
+        self.started = time.monotonic()
+        self.model = Model()
+        for name, options in QUEUES.items():
+            store.create_queue(name, **options)
+            self.model.create_queue(name, QueueOptions(**options))
+        self.queue_of: dict[uuid.UUID, str] = {}
+        self.label: dict[uuid.UUID, str] = {}
+        self.handles: list[Target] = []
+        """Every id sent and every attempt fetched or re-read, in order."""
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def _model(self, operation: Callable[..., T], *args: Any) -> T:
+        """Run a model operation first; discard the run if its outcome depends on timing."""
+        self.model.slack = self._elapsed() + SLACK_MARGIN
+        try:
+            return operation(*args)
+        except AmbiguousTiming as exc:
+            note(f"run discarded, timing undecidable: {exc}")
+            reject()
+
+    def _new_id(self, rank: int = 0) -> uuid.UUID:
+        """A fresh id; ``rank`` orders it among jobs created by the same statement."""
+        number = len(self.label)
+        job_id = uuid.UUID(int=(rank << 64) | number)
+        self.label[job_id] = f"jobs_{number}"
+        return job_id
+
+    def _queue(self, targets: Sequence[Target]) -> str:
+        """Operations act on the queue of their first target (the others may be elsewhere)."""
+        first = targets[0]
+        return first.job.queue if isinstance(first, Attempt) else self.queue_of[first]
+
+    @staticmethod
+    def _for_engine(targets: Sequence[Target]) -> list[uuid.UUID | Job]:
+        return [t.job if isinstance(t, Attempt) else t for t in targets]
+
+    @staticmethod
+    def _for_model(targets: Sequence[Target]) -> list[uuid.UUID | Fence]:
+        return [t.fence if isinstance(t, Attempt) else t for t in targets]
+
+    def due_queues(self) -> list[str]:
+        """Work queues where the model has a queued job that is due now (or may be)."""
+        due = {
+            job.queue
+            for job in self.model.all_jobs()
+            if job.state in (JobState.CREATED, JobState.RETRY) and job.start_after <= self.model.now
+        }
+        return [q for q in WORK_QUEUES if q in due] or list(WORK_QUEUES)
+
+    def state_of(self, handle: Target) -> JobState | None:
+        """The model's state of the job a handle names (None once deleted)."""
+        if isinstance(handle, Attempt):
+            job = self.model.get_job(handle.job.queue, handle.job.id)
+        else:
+            job = self.model.get_job(self.queue_of[handle], handle)
+        return None if job is None else job.state
+
+    def _name(self, job_id: uuid.UUID | None) -> str:
+        return "?" if job_id is None else self.label.get(job_id, str(job_id))
+
+    # -- sending ---------------------------------------------------------------------------
+
+    @initialize(target=jobs, q0=BATCH, q2=BATCH)
+    def send_first(self, q0: list[dict[str, Any]], q2: list[dict[str, Any]]) -> Any:
+        """Every run starts with jobs in both queues."""
+        return multiple(*self._send("q0", q0), *self._send("q2", q2))
+
+    @rule(target=jobs, queue=st.sampled_from(WORK_QUEUES), specs=BATCH)
+    def send(self, queue: str, specs: list[dict[str, Any]]) -> Any:
+        """``send`` for one job, ``send_many`` for several (they then share ``created_on``,
+        so ``rank``, the id's high bits, orders them). A job's data is its number."""
+        return multiple(*self._send(queue, specs))
+
+    def _send(self, queue: str, specs: list[dict[str, Any]]) -> list[uuid.UUID]:
+        batch = []
+        for spec in specs:
+            job_id = self._new_id(spec["rank"])
+            batch.append((job_id, len(self.label) - 1, spec["options"]))
+        expected = self._model(
+            self.model.send_many, queue, [(i, d, JobOptions(**o)) for i, d, o in batch]
+        )
+        got: list[uuid.UUID]
+        if len(batch) == 1:
+            ((job_id, data, options),) = batch
+            got = [self.store.send(queue, data, id=job_id, **options)]
+        else:
+            got = self.store.send_many(queue, [{"data": d, "id": i, **o} for i, d, o in batch])
+        assert got == expected
+        for job_id in got:
+            self.queue_of[job_id] = queue
+        self.handles += got
+        return got
+
+    # -- fetching and settling -------------------------------------------------------------
+
+    @precondition(_some(JobState.CREATED, JobState.RETRY))
+    @rule(target=attempts, queue=FETCH_QUEUE, batch_size=st.integers(1, 5))
+    def fetch(self, queue: str, batch_size: int) -> Any:
+        """Claim jobs; each fetched attempt can later settle it (fenced) or be stale."""
+        expected = self._model(self.model.fetch, queue, batch_size)
+        got = self.store.fetch(queue, batch_size=batch_size)
+        assert [self._name(j.id) for j in got] == [self._name(i) for i in expected], (
+            "fetch returned other jobs (or another order) than the model"
+        )
+        for job in got:
+            model_job = self.model.get_job(queue, job.id)
+            assert model_job is not None
+            for field in ("state", "retry_count", "retry_limit", "priority", "data"):
+                mine, theirs = getattr(job, field), getattr(model_job, field)
+                assert mine == theirs, (
+                    f"fetched {self._name(job.id)}: {field} engine={mine!r} model={theirs!r}"
+                )
+        fetched = [Attempt(j, self.model.fence(queue, j.id)) for j in got]
+        self.handles += fetched
+        return multiple(*fetched)
+
+    @rule(target=attempts, job=jobs)
+    def reread(self, job: uuid.UUID) -> Any:
+        """``get_job``: a fence of the job's current attempt (fresh after an advance)."""
+        queue = self.queue_of[job]
+        got = self.store.get_job(queue, job)
+        expected = self.model.get_job(queue, job)
+        assert (got is None) == (expected is None), f"{self._name(job)} exists on one side only"
+        if got is None or expected is None:
+            return multiple()
+        attempt = Attempt(got, expected.fence())
+        self.handles.append(attempt)
+        return multiple(attempt)
+
+    @precondition(_some(JobState.ACTIVE))
+    @rule(ids=ids_for(JobState.ACTIVE), output=OUTPUTS)
+    def complete(self, ids: list[Target], output: Any) -> None:
+        """Complete by id or fenced attempt."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.complete, queue, self._for_model(ids), output)
+        assert self.store.complete(queue, self._for_engine(ids), output) == expected
+
+    @precondition(_some(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))
+    @rule(ids=ids_for(JobState.ACTIVE), error=ERRORS)
+    def fail(self, ids: list[Target], error: Any) -> None:
+        """Fail by id or fenced attempt: retry, or failed (+ dead letter in q0)."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.fail, queue, self._for_model(ids), error)
+        assert self.store.fail(queue, self._for_engine(ids), error) == expected
+
+    @precondition(_some(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))
+    @rule(ids=ids_for(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))
+    def cancel(self, ids: list[Target]) -> None:
+        """Cancel queued or active jobs."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.cancel, queue, self._for_model(ids))
+        assert self.store.cancel(queue, self._for_engine(ids)) == expected
+
+    @precondition(_some(JobState.CANCELLED))
+    @rule(ids=ids_for(JobState.CANCELLED))
+    def resume(self, ids: list[Target]) -> None:
+        """Resume cancelled jobs."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.resume, queue, self._for_model(ids))
+        assert self.store.resume(queue, self._for_engine(ids)) == expected
+
+    @precondition(_some(JobState.FAILED))
+    @rule(ids=ids_for(JobState.FAILED))
+    def retry(self, ids: list[Target]) -> None:
+        """Give failed jobs one more attempt."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.retry, queue, self._for_model(ids))
+        assert self.store.retry(queue, self._for_engine(ids)) == expected
+
+    @precondition(_some(*JobState))
+    @rule(ids=ids_for(*JobState))
+    def delete(self, ids: list[Target]) -> None:
+        """Delete jobs in any state."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.delete_jobs, queue, self._for_model(ids))
+        assert self.store.delete_jobs(queue, self._for_engine(ids)) == expected
+
+    @precondition(_some(JobState.ACTIVE))
+    @rule(ids=ids_for(JobState.ACTIVE))
+    def touch(self, ids: list[Target]) -> None:
+        """Heartbeat active jobs."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.touch, queue, self._for_model(ids))
+        assert self.store.touch(queue, self._for_engine(ids)) == expected
+
+    # -- time and maintenance --------------------------------------------------------------
+
+    @rule()
+    def maintain(self) -> None:
+        """Expiry, heartbeat timeouts, retention and deletion: the same report."""
+        expected = self._model(self.model.maintain)
+        assert self.store.maintain() == expected
+
+    @rule(seconds=st.sampled_from(ADVANCES), maintain=st.booleans())
+    def advance(self, seconds: int, maintain: bool) -> None:
+        """Let time pass on both sides, then maybe run maintenance as a supervisor would.
+
+        Skipped if a backoff retry's due time (or keep_until) would be left undecided."""
+        self.model.slack = self._elapsed() + SLACK_MARGIN
+        undecided = self.model.undecided(after=seconds)
+        if undecided:
+            note(f"advance({seconds}) skipped: {'; '.join(undecided)}")
+            return
+        self.store.advance(seconds)
+        self.model.advance(seconds)
+        if maintain:
+            self.maintain()
+
+    # -- the check -------------------------------------------------------------------------
+
+    @invariant()
+    def engine_and_model_agree(self) -> None:
+        """Every job agrees: fields, timestamps set or not and their ages, dead letters."""
+        rows = [_engine_row(r) for r in self.store.sql(SNAPSHOT)]
+        drift = self._elapsed() + SLACK_MARGIN
+        problems: list[str] = []
+        engine_jobs = {(r["queue"], r["id"]): r for r in rows if r["source_id"] is None}
+        model_jobs = {(j.queue, j.id): j for j in self.model.all_jobs() if j.source_id is None}
+        for key in sorted(engine_jobs.keys() | model_jobs.keys()):
+            name = f"{self._name(key[1])} in {key[0]}"
+            if key not in model_jobs:
+                problems.append(f"{name}: in the engine only ({engine_jobs[key]['state']})")
+            elif key not in engine_jobs:
+                problems.append(f"{name}: in the model only ({model_jobs[key].state.value})")
+            else:
+                problems += self._differences(name, engine_jobs[key], model_jobs[key], drift)
+        sources = {r["source_id"] for r in rows if r["source_id"] is not None}
+        sources |= {j.source_id for j in self.model.all_jobs() if j.source_id is not None}
+        for source in sorted(sources):
+            engine_copies = sorted(
+                (r for r in rows if r["source_id"] == source), key=lambda r: -r["created_on"]
+            )
+            model_copies = self.model.dead_letters(source)
+            name = f"dead letter of {self._name(source)}"
+            if len(engine_copies) != len(model_copies):
+                problems.append(
+                    f"{name}: {len(engine_copies)} copies in the engine, "
+                    f"{len(model_copies)} in the model"
+                )
+                continue
+            for row, job in zip(engine_copies, model_copies, strict=True):
+                problems += self._differences(name, row, job, drift)
+        assert not problems, "engine and model disagree:\n  " + "\n  ".join(problems)
+
+    def _differences(
+        self, name: str, row: dict[str, Any], job: ModelJob, drift: float
+    ) -> list[str]:
+        """How an engine row differs from the model's job (ages within the clocks' drift)."""
+        out = []
+        expected = _model_row(job)
+        for field in FIELDS:
+            if row[field] != expected[field]:
+                out.append(f"{name}: {field} engine={row[field]!r} model={expected[field]!r}")
+        now = self.model.now
+        for field in TIMESTAMPS:
+            value = getattr(job, field)
+            if (row[field] is None) != (value is None):
+                out.append(f"{name}: {field} engine={row[field]!r} model={value!r}")
+                continue
+            if value is None:
+                continue
+            latest = {"start_after": job.start_after_latest, "keep_until": job.keep_until_latest}
+            youngest = (now - latest.get(field, value)).total_seconds()
+            oldest = (now - value).total_seconds()
+            if not youngest - 0.05 <= row[field] <= oldest + drift:
+                out.append(
+                    f"{name}: {field} is {row[field]:.2f}s old in the engine, "
+                    f"{youngest:g}..{oldest:g}s in the model"
+                )
+        return out
+
+
+SETTINGS = settings(
+    max_examples=int(os.environ.get("ALKSTORE_MODEL_EXAMPLES", "25")),
+    stateful_step_count=30,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+    ],
+)
+
+
+def test_engine_agrees_with_the_model(store: Any) -> None:
+    run_state_machine_as_test(functools.partial(ModelMachine, store), settings=SETTINGS)  # type: ignore[arg-type]
