@@ -1,0 +1,653 @@
+"""The ``alkstore bench`` commands: each measures, prints its tables and saves its results.
+
+:func:`run` holds what every command shares: find or start the server, warn when it is not
+durable, show progress, fingerprint the environment, write the JSON and draw the chart. Each
+command function only says what to measure and which tables to show.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from . import enqueue as enqueue_bench
+from . import latency as latency_bench
+from . import scale as scale_bench
+from .drain import Backend, drain_alkstore
+from .environment import fingerprint
+from .isolation import run_isolated
+from .peers import PEERS, DrainSpec, peer_versions, run_peer
+from .progress import Progress
+from .report import (
+    DRAIN_COLUMNS,
+    BenchProgress,
+    Column,
+    default_json_path,
+    err,
+    plot_bars,
+    plot_throughput,
+    print_table,
+    write_json,
+)
+from .results import Outcome, Unavailable
+from .server import Server, bench_server
+
+Row = dict[str, Any]
+
+
+@attrs.frozen
+class Table:
+    """A table to print: title, columns, rows and notes under it."""
+
+    title: str
+    columns: Sequence[Column]
+    rows: Sequence[Row]
+    notes: Sequence[str] = ()
+
+
+@attrs.frozen
+class Measured:
+    """What a command measured: the JSON sections, the tables, and what to chart."""
+
+    sections: Mapping[str, Any]
+    """Top-level JSON keys -> values (``results`` at least)."""
+    tables: Sequence[Table]
+    plot: Callable[[Path, str], Path] | None = None
+    environment: Mapping[str, Any] = attrs.field(factory=dict)
+    """Extra fingerprint entries (peer versions)."""
+
+
+@attrs.frozen(kw_only=True)
+class Options:
+    """What every command takes."""
+
+    dsn: str | None = None
+    json_path: Path | None = None
+    plot_path: Path | None = None
+    server_settings: Mapping[str, str] = attrs.field(factory=dict)
+    timeout: float = 1800.0
+    progress: bool = True
+
+
+def run(
+    command: str,
+    options: Options,
+    arguments: Mapping[str, Any],
+    measure: Callable[[Server, BenchProgress], Measured],
+) -> dict[str, Any]:
+    """Run one command end to end; returns the JSON document it wrote."""
+    started = dt.datetime.now(dt.UTC)
+    with bench_server(options.dsn, options.server_settings) as server:
+        label = server.durability.label
+        if not server.durability.durable:
+            err.print(
+                f"[bold yellow]warning:[/bold yellow] the server is {label}: these figures "
+                "are not comparable to durable ones and must not be used as headline figures"
+            )
+        with BenchProgress(options.progress) as progress:
+            measured = measure(server, progress)
+        environment = fingerprint(server, {"peers": dict(measured.environment)})
+    document: dict[str, Any] = {
+        "command": command,
+        "arguments": dict(arguments),
+        "durability": label,
+        "started_at": started.isoformat(),
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(),
+        "environment": environment,
+        **measured.sections,
+    }
+    for table in measured.tables:
+        print_table(f"{table.title} [{label}]", table.columns, table.rows, table.notes)
+    path = write_json(options.json_path or default_json_path(command), document)
+    err.print(f"results written to {path}")
+    if options.plot_path is not None and measured.plot is not None:
+        chart = measured.plot(options.plot_path, f"alkstore bench {command} ({label})")
+        err.print(f"chart written to {chart}")
+    return document
+
+
+def cells(consumers: Sequence[int], batches: Sequence[int]) -> list[tuple[int, int]]:
+    """Every (consumers, batch) pair, batch-major."""
+    return [(c, b) for b in batches for c in consumers]
+
+
+def _schema(kind: str) -> str:
+    return f"{kind}_bench_{os.getpid()}"
+
+
+def _drain_backends(
+    server: Server,
+    progress: BenchProgress,
+    backends: Sequence[Backend],
+    jobs: int,
+    consumers: Sequence[int],
+    batches: Sequence[int],
+    timeout: float,
+) -> list[Outcome]:
+    results: list[Outcome] = []
+    for backend in backends:
+        for c, b in cells(consumers, batches):
+            results.append(_drain_one(server, progress, backend, jobs, c, b, timeout))
+    return results
+
+
+def _drain_one(
+    server: Server,
+    progress: BenchProgress,
+    backend: Backend,
+    jobs: int,
+    consumers: int,
+    batch: int,
+    timeout: float,
+) -> Outcome:
+    """One alkstore drain cell, in a process of its own."""
+    label = f"{backend.cell(consumers, batch).label} c={consumers} b={batch}"
+    return run_isolated(
+        progress,
+        label,
+        jobs,
+        _alkstore_cell,
+        server.dsn,
+        backend,
+        jobs,
+        consumers,
+        batch,
+        timeout,
+    )
+
+
+def _alkstore_cell(
+    progress: Progress,
+    dsn: str,
+    backend: Backend,
+    jobs: int,
+    consumers: int,
+    batch: int,
+    timeout: float,
+) -> Outcome:
+    """The body of :func:`_drain_one` (runs in the child process)."""
+    try:
+        return drain_alkstore(
+            dsn,
+            backend,
+            jobs=jobs,
+            consumers=consumers,
+            batch=batch,
+            schema=_schema("alkstore"),
+            progress=progress,
+            timeout=timeout,
+        )
+    except Exception as exc:
+        # An engine that cannot be loaded (ImportError: e.g. its emulation guard) is "not
+        # available"; any other error (e.g. serialization failures past the retry limit) is a
+        # finding of the run: reported as "failed" in its cell, and the exit status is 1.
+        failed = "" if isinstance(exc, ImportError) else "failed: "
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return Unavailable(
+            cell=backend.cell(consumers, batch),
+            reason=f"{failed}{type(exc).__name__}: {first_line}",
+        )
+
+
+def _peer_cell(progress: Progress, name: str, dsn: str, spec: DrainSpec) -> Outcome:
+    """One peer drain cell (runs in the child process)."""
+    return run_peer(name, dsn, spec, _schema("peer"), progress)
+
+
+def _rows(results: Sequence[Outcome]) -> list[Row]:
+    return [r.to_json() for r in results]
+
+
+def _throughput_chart(rows: Sequence[Row]) -> Callable[[Path, str], Path]:
+    return lambda path, title: plot_throughput(path, title, rows)
+
+
+# --- drain ---------------------------------------------------------------------------------
+
+
+def drain(
+    options: Options,
+    *,
+    engine: str,
+    drivers: Sequence[str],
+    jobs: int,
+    consumers: Sequence[int],
+    batches: Sequence[int],
+) -> dict[str, Any]:
+    """``bench drain``: jobs/s, fetch latency, empty fetches, duplicates, peak RSS per cell."""
+    arguments = {
+        "engine": engine,
+        "drivers": list(drivers),
+        "jobs": jobs,
+        "consumers": list(consumers),
+        "batch": list(batches),
+    }
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        backends = [Backend(engine, d) for d in drivers]
+        rows = _rows(
+            _drain_backends(server, progress, backends, jobs, consumers, batches, options.timeout)
+        )
+        table = Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)
+        return Measured({"results": rows}, [table], _throughput_chart(rows))
+
+    return run("drain", options, arguments, measure)
+
+
+# --- contention ----------------------------------------------------------------------------
+
+CONTENTION_COLUMNS = (
+    Column("driver", "driver", justify="left"),
+    Column("consumers", "consumers"),
+    Column("batch", "batch"),
+    Column("skip_locked_jobs_per_s", "SKIP LOCKED jobs/s"),
+    Column("atomic_update_jobs_per_s", "atomic UPDATE jobs/s"),
+    Column("ratio", "atomic / SKIP LOCKED", 2),
+    Column("skip_locked_empty", "empty fetches (SKIP LOCKED)"),
+    Column("atomic_update_empty", "empty fetches (atomic)"),
+    Column("atomic_update_p99_ms", "atomic fetch p99 ms", 2),
+)
+
+
+def contention(
+    options: Options,
+    *,
+    lockfree_engine: str,
+    drivers: Sequence[str],
+    jobs: int,
+    consumers: Sequence[int],
+    batches: Sequence[int],
+) -> dict[str, Any]:
+    """``bench contention``: the SKIP LOCKED claim and the atomic-UPDATE claim side by side."""
+    arguments = {
+        "lockfree_engine": lockfree_engine,
+        "drivers": list(drivers),
+        "jobs": jobs,
+        "consumers": list(consumers),
+        "batch": list(batches),
+    }
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        rows: list[Row] = []
+        pairs: list[Row] = []
+        for driver in drivers:
+            for c, b in cells(consumers, batches):
+                locked, lockfree = (
+                    _drain_one(
+                        server, progress, Backend(engine, driver), jobs, c, b, options.timeout
+                    ).to_json()
+                    for engine in ("postgres", lockfree_engine)
+                )
+                rows += [locked, lockfree]
+                pairs.append(_pair(driver, c, b, locked, lockfree))
+        notes = [
+            f"SKIP LOCKED: engine postgres. Atomic UPDATE: engine {lockfree_engine}"
+            + (
+                " behind its emulation guard on stock PostgreSQL (the guard checks every "
+                "statement, which adds client CPU)"
+                if Backend(lockfree_engine).emulate
+                else ""
+            )
+            + "."
+        ]
+        tables = [
+            Table(f"contention: {jobs:,} jobs", DRAIN_COLUMNS, rows),
+            Table("contention side by side", CONTENTION_COLUMNS, pairs, notes),
+        ]
+        return Measured({"results": rows, "side_by_side": pairs}, tables, _throughput_chart(rows))
+
+    return run("contention", options, arguments, measure)
+
+
+def _pair(driver: str, consumers: int, batch: int, locked: Row, lockfree: Row) -> Row:
+    def value(row: Row, key: str) -> Any:
+        return row.get(key) if row.get("available", True) else None
+
+    a, b = value(locked, "jobs_per_s"), value(lockfree, "jobs_per_s")
+    return {
+        "driver": driver,
+        "consumers": consumers,
+        "batch": batch,
+        "skip_locked_jobs_per_s": a,
+        "atomic_update_jobs_per_s": b
+        if lockfree.get("available", True)
+        else f"not available: {lockfree.get('reason')}",
+        "ratio": b / a if a and b else None,
+        "skip_locked_empty": value(locked, "empty_fetches"),
+        "atomic_update_empty": value(lockfree, "empty_fetches"),
+        "atomic_update_p99_ms": value(lockfree, "fetch_p99_ms"),
+    }
+
+
+# --- enqueue -------------------------------------------------------------------------------
+
+
+def enqueue(
+    options: Options,
+    *,
+    engine: str,
+    drivers: Sequence[str],
+    jobs: int,
+    send_jobs: int,
+    senders: Sequence[int],
+    batch: int,
+) -> dict[str, Any]:
+    """``bench enqueue``: single ``send`` and ``send_many`` by 1..N concurrent senders."""
+    arguments = {
+        "engine": engine,
+        "drivers": list(drivers),
+        "jobs": jobs,
+        "send_jobs": send_jobs,
+        "senders": list(senders),
+        "batch": batch,
+    }
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        rows: list[Row] = []
+        plan = [(d, m, s) for d in drivers for m in enqueue_bench.MODES for s in senders]
+        done = [0]
+        with progress.track("enqueue cells", len(plan), lambda: done[0]):
+            for driver, mode, count in plan:
+                rows.append(
+                    enqueue_bench.enqueue_cell(
+                        server.dsn,
+                        Backend(engine, driver),
+                        mode=mode,
+                        senders=count,
+                        jobs=send_jobs if mode == "send" else jobs,
+                        batch=batch,
+                        schema=_schema("alkstore"),
+                    )
+                )
+                done[0] += 1
+        chart_rows = [
+            {
+                "system": r["mode"],
+                "engine": r["engine"],
+                "driver": r["driver"],
+                "consumers": r["senders"],
+                "batch": r["batch"],
+                "jobs_per_s": r["jobs_per_s"],
+            }
+            for r in rows
+        ]
+        table = Table(
+            "enqueue", enqueue_bench.COLUMNS, rows, ["x-axis of the chart: concurrent senders"]
+        )
+        return Measured({"results": rows}, [table], _throughput_chart(chart_rows))
+
+    return run("enqueue", options, arguments, measure)
+
+
+# --- latency -------------------------------------------------------------------------------
+
+
+def latency(
+    options: Options,
+    *,
+    engine: str,
+    drivers: Sequence[str],
+    rate: float,
+    duration: float,
+    poll_interval: float,
+    batch: int,
+) -> dict[str, Any]:
+    """``bench latency``: send -> fetch latency against a polling consumer."""
+    arguments = {
+        "engine": engine,
+        "drivers": list(drivers),
+        "rate": rate,
+        "duration": duration,
+        "poll_interval": poll_interval,
+        "batch": batch,
+    }
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        rows: list[Row] = []
+        done = [0]
+        with progress.track("latency cells", len(drivers), lambda: done[0]):
+            for driver in drivers:
+                rows.append(
+                    latency_bench.latency_cell(
+                        server.dsn,
+                        Backend(engine, driver),
+                        rate=rate,
+                        duration=duration,
+                        poll_interval=poll_interval,
+                        batch=batch,
+                        schema=_schema("alkstore"),
+                    )
+                )
+                done[0] += 1
+        notes = [
+            f"Polling: a consumer fetches up to {batch} jobs and sleeps "
+            f"{poll_interval * 1000:g} ms after any fetch that was not full. "
+            "LISTEN/NOTIFY wake-ups do not exist yet, so that column is not available."
+        ]
+        table = Table(
+            f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes
+        )
+
+        def chart(path: Path, title: str) -> Path:
+            return plot_bars(
+                path,
+                title,
+                "send -> fetch p50 / p99 ms",
+                {f"{r['driver']} {q}": r[f"{q}_ms"] or 0.0 for r in rows for q in ("p50", "p99")},
+            )
+
+        return Measured({"results": rows}, [table], chart)
+
+    return run("latency", options, arguments, measure)
+
+
+# --- scale ---------------------------------------------------------------------------------
+
+
+def scale(
+    options: Options,
+    *,
+    engine: str,
+    drivers: Sequence[str],
+    depths: Sequence[int],
+    finished: int,
+    samples: int,
+    drain_jobs: int,
+    consumers: int,
+    batch: int,
+) -> dict[str, Any]:
+    """``bench scale``: fetch latency and drain rate at growing queue depths."""
+    arguments = {
+        "engine": engine,
+        "drivers": list(drivers),
+        "depths": list(depths),
+        "finished": finished,
+        "samples": samples,
+        "drain_jobs": drain_jobs,
+        "consumers": consumers,
+        "batch": batch,
+    }
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        rows: list[Row] = []
+        for driver in drivers:
+            for scenario in scale_bench.scenarios(list(depths), finished):
+                rows.append(
+                    scale_bench.scale_cell(
+                        server.dsn,
+                        Backend(engine, driver),
+                        scenario,
+                        samples=samples,
+                        drain_jobs=drain_jobs,
+                        consumers=consumers,
+                        batch=batch,
+                        schema=_schema("alkstore"),
+                        progress=progress,
+                        timeout=options.timeout,
+                    )
+                )
+        notes = [
+            f"fetch latency: {samples} fetches of 1 job by 1 consumer, each completed; "
+            f"drain: up to {drain_jobs:,} jobs by {consumers} consumers, batch {batch}."
+        ]
+        table = Table("scale", scale_bench.COLUMNS, rows, notes)
+
+        def chart(path: Path, title: str) -> Path:
+            return plot_bars(
+                path,
+                title,
+                "fetch p50 ms",
+                {f"{r['driver']}: {r['scenario']}": r["fetch_p50_ms"] or 0.0 for r in rows},
+            )
+
+        return Measured({"results": rows}, [table], chart)
+
+    return run("scale", options, arguments, measure)
+
+
+# --- peers ---------------------------------------------------------------------------------
+
+ENQUEUE_COLUMNS = (
+    Column("system", "system", justify="left"),
+    Column("enqueue_jobs_per_s", "batch insert jobs/s (1,000 a batch)"),
+    Column("ratio", "alkstore / peer", 2),
+)
+
+
+def peers(
+    options: Options,
+    *,
+    engine: str,
+    drivers: Sequence[str],
+    names: Sequence[str],
+    jobs: int,
+    consumers: Sequence[int],
+    batches: Sequence[int],
+) -> dict[str, Any]:
+    """``bench peers``: alkstore and its peers drain the same jobs on the same server."""
+    arguments = {
+        "engine": engine,
+        "drivers": list(drivers),
+        "peers": list(names),
+        "jobs": jobs,
+        "consumers": list(consumers),
+        "batch": list(batches),
+    }
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        raise ValueError(f"unknown peers {unknown}: choose from {', '.join(PEERS)}")
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        results: list[Outcome] = []
+        for c, b in cells(consumers, batches):
+            for driver in drivers:
+                results.append(
+                    _drain_one(
+                        server, progress, Backend(engine, driver), jobs, c, b, options.timeout
+                    )
+                )
+            spec = DrainSpec(jobs=jobs, consumers=c, batch=b, timeout=options.timeout)
+            for name in names:
+                label = f"{name} c={c} b={b}"
+                results.append(
+                    run_isolated(progress, label, jobs, _peer_cell, name, server.dsn, spec)
+                )
+        rows = _rows(results)
+        ratios = _ratios(rows, names)
+        enqueue_rows = _enqueue_ratios(rows, names)
+        ratio_columns = [
+            Column("consumers", "consumers"),
+            Column("batch", "batch"),
+            Column("alkstore", "alkstore jobs/s"),
+            *(Column(name, f"{name} jobs/s") for name in names),
+            *(Column(f"{name} ratio", f"alkstore / {name}", 2) for name in names),
+        ]
+        tables = [
+            Table(f"peers: {jobs:,} jobs", DRAIN_COLUMNS, rows),
+            Table("alkstore / peer (jobs/s of the best alkstore driver)", ratio_columns, ratios),
+            Table(
+                "batch insert",
+                ENQUEUE_COLUMNS,
+                enqueue_rows,
+                ["median over the cells of the pre-enqueue rate"],
+            ),
+        ]
+        return Measured(
+            {"results": rows, "ratios": ratios, "enqueue": enqueue_rows},
+            tables,
+            _throughput_chart(rows),
+            environment=peer_versions(list(names)),
+        )
+
+    return run("peers", options, arguments, measure)
+
+
+def _ratios(rows: Sequence[Row], names: Sequence[str]) -> list[Row]:
+    out: list[Row] = []
+    keys = sorted({(r["consumers"], r["batch"]) for r in rows}, key=lambda k: (k[1], k[0]))
+    for c, b in keys:
+        here = [r for r in rows if r["consumers"] == c and r["batch"] == b]
+        ours = [r["jobs_per_s"] for r in here if r["system"] == "alkstore" and r["available"]]
+        best = max(ours) if ours else None
+        row: Row = {"consumers": c, "batch": b, "alkstore": best}
+        for name in names:
+            peer = next((r for r in here if r["system"] == name), None)
+            if peer is None or not peer["available"]:
+                reason = peer.get("reason") if peer else "not run"
+                row[name] = f"not available: {reason}"
+                row[f"{name} ratio"] = None
+            else:
+                row[name] = peer["jobs_per_s"]
+                theirs = peer["jobs_per_s"]
+                row[f"{name} ratio"] = best / theirs if best and theirs else None
+        out.append(row)
+    return out
+
+
+def _median(values: Sequence[float]) -> float | None:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2] if ordered else None
+
+
+def _enqueue_ratios(rows: Sequence[Row], names: Sequence[str]) -> list[Row]:
+    def rate_of(system: str) -> float | None:
+        return _median(
+            [
+                r["enqueue_jobs_per_s"]
+                for r in rows
+                if r["system"] == system and r["available"] and r.get("enqueue_jobs_per_s")
+            ]
+        )
+
+    ours = rate_of("alkstore")
+    result: list[Row] = [{"system": "alkstore", "enqueue_jobs_per_s": ours, "ratio": None}]
+    for name in names:
+        theirs = rate_of(name)
+        result.append(
+            {
+                "system": name,
+                "enqueue_jobs_per_s": theirs,
+                "ratio": ours / theirs if ours and theirs else None,
+            }
+        )
+    return result
+
+
+__all__ = [
+    "Measured",
+    "Options",
+    "Table",
+    "cells",
+    "contention",
+    "drain",
+    "enqueue",
+    "latency",
+    "peers",
+    "run",
+    "scale",
+]

@@ -1,0 +1,253 @@
+"""N concurrent fetch + complete loops: threads for sync clients, asyncio tasks for async ones.
+
+Every drain in the harness (alkstore on each driver, the raw-SQL ceiling, pg-boss's Node
+script mirrors it) is this loop: fetch a batch, record how long the fetch took and which job
+ids came back, complete them, repeat until the harness has seen ``target`` jobs claimed.
+
+Counting is done here, not trusted from the queue: every delivered id is kept, so duplicate
+deliveries are found by comparing the ids all consumers collected. An *empty fetch* is a fetch
+that returned no job while fewer than ``target`` jobs had been claimed, i.e. while jobs were
+still queued (or held by a concurrent claim that had not returned yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any
+
+import attrs
+
+SyncFetch = Callable[[int], Sequence[Any]]
+"""Claim up to ``batch`` jobs; returns them (any objects)."""
+SyncComplete = Callable[[Sequence[Any]], object]
+"""Complete jobs returned by the fetch."""
+AsyncFetch = Callable[[int], Awaitable[Sequence[Any]]]
+AsyncComplete = Callable[[Sequence[Any]], Awaitable[object]]
+IdOf = Callable[[Any], Hashable]
+"""The job id of one fetched job."""
+
+
+class Tally:
+    """Claimed and completed counts shared by the consumers of one run."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        """Stop once this many jobs were claimed."""
+        self.claimed = 0
+        self.completed = 0
+        self.stop = False
+        """Set to end every loop early (an error, or the deadline)."""
+        self._lock = threading.Lock()
+
+    def claim(self, n: int) -> None:
+        """Record ``n`` claimed jobs."""
+        with self._lock:
+            self.claimed += n
+
+    def complete(self, n: int) -> None:
+        """Record ``n`` completed jobs."""
+        with self._lock:
+            self.completed += n
+
+    @property
+    def running(self) -> bool:
+        """Jobs remain to be claimed and nobody asked to stop."""
+        return self.claimed < self.target and not self.stop
+
+
+@attrs.define
+class ConsumerLog:
+    """What one consumer saw."""
+
+    ids: list[Hashable] = attrs.field(factory=list)
+    fetch_seconds: list[float] = attrs.field(factory=list)
+    empty_fetches: int = 0
+
+
+@attrs.frozen
+class LoopOutcome:
+    """What all consumers of one run saw together."""
+
+    seconds: float
+    """Wall time from the start signal until the last consumer stopped."""
+    ids: list[Hashable]
+    fetch_seconds: list[float]
+    empty_fetches: int
+    completed: int
+    timed_out: bool
+
+    @property
+    def delivered(self) -> int:
+        """Job deliveries seen (a duplicate counts twice)."""
+        return len(self.ids)
+
+    @property
+    def duplicates(self) -> int:
+        """Deliveries of a job that an earlier fetch had already delivered."""
+        return len(self.ids) - len(set(self.ids))
+
+    @classmethod
+    def gather(
+        cls, seconds: float, logs: Sequence[ConsumerLog], tally: Tally, timed_out: bool
+    ) -> LoopOutcome:
+        """Merge the consumers' logs."""
+        return cls(
+            seconds=seconds,
+            ids=[i for log in logs for i in log.ids],
+            fetch_seconds=[s for log in logs for s in log.fetch_seconds],
+            empty_fetches=sum(log.empty_fetches for log in logs),
+            completed=tally.completed,
+            timed_out=timed_out,
+        )
+
+
+def run_threads(
+    consumers: int,
+    batch: int,
+    fetch: SyncFetch,
+    complete: SyncComplete,
+    id_of: IdOf,
+    tally: Tally,
+    timeout: float,
+) -> LoopOutcome:
+    """Run ``consumers`` threads of fetch + complete until ``tally.target`` jobs are claimed."""
+    logs = [ConsumerLog() for _ in range(consumers)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(consumers + 1)
+    deadline = time.monotonic() + timeout
+
+    def consume(log: ConsumerLog) -> None:
+        start.wait()
+        try:
+            while tally.running:
+                if time.monotonic() > deadline:
+                    tally.stop = True
+                    break
+                began = time.perf_counter()
+                jobs = fetch(batch)
+                log.fetch_seconds.append(time.perf_counter() - began)
+                if not jobs:
+                    if tally.claimed < tally.target:
+                        log.empty_fetches += 1
+                    continue
+                tally.claim(len(jobs))
+                log.ids.extend(id_of(job) for job in jobs)
+                complete(jobs)
+                tally.complete(len(jobs))
+        except BaseException as exc:
+            errors.append(exc)
+            tally.stop = True
+
+    threads = [
+        threading.Thread(target=consume, args=(log,), name=f"bench-consumer-{n}", daemon=True)
+        for n, log in enumerate(logs)
+    ]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return LoopOutcome.gather(seconds, logs, tally, timed_out=tally.stop)
+
+
+async def run_tasks(
+    consumers: int,
+    batch: int,
+    fetch: AsyncFetch,
+    complete: AsyncComplete,
+    id_of: IdOf,
+    tally: Tally,
+    timeout: float,
+) -> LoopOutcome:
+    """Run ``consumers`` asyncio tasks of fetch + complete until ``tally.target`` are claimed."""
+    logs = [ConsumerLog() for _ in range(consumers)]
+    deadline = time.monotonic() + timeout
+
+    async def consume(log: ConsumerLog) -> None:
+        while tally.running:
+            if time.monotonic() > deadline:
+                tally.stop = True
+                break
+            began = time.perf_counter()
+            jobs = await fetch(batch)
+            log.fetch_seconds.append(time.perf_counter() - began)
+            if not jobs:
+                if tally.claimed < tally.target:
+                    log.empty_fetches += 1
+                await asyncio.sleep(0)  # let the other consumers' claims return
+                continue
+            tally.claim(len(jobs))
+            log.ids.extend(id_of(job) for job in jobs)
+            await complete(jobs)
+            tally.complete(len(jobs))
+
+    began = time.perf_counter()
+    tasks = [asyncio.ensure_future(consume(log)) for log in logs]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        tally.stop = True
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    seconds = time.perf_counter() - began
+    return LoopOutcome.gather(seconds, logs, tally, timed_out=tally.stop)
+
+
+def run_workers(count: int, work: Callable[[int], list[float]]) -> tuple[float, list[float]]:
+    """Run ``work(index)`` on ``count`` threads at once; wall seconds and all returned samples."""
+    results: list[list[float]] = [[] for _ in range(count)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(count + 1)
+
+    def body(index: int) -> None:
+        start.wait()
+        try:
+            results[index] = work(index)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return seconds, [s for samples in results for s in samples]
+
+
+async def run_workers_async(
+    count: int, work: Callable[[int], Awaitable[list[float]]]
+) -> tuple[float, list[float]]:
+    """:func:`run_workers` with asyncio tasks."""
+    began = time.perf_counter()
+    results = await asyncio.gather(*(work(i) for i in range(count)))
+    return time.perf_counter() - began, [s for samples in results for s in samples]
+
+
+__all__ = [
+    "AsyncComplete",
+    "AsyncFetch",
+    "ConsumerLog",
+    "IdOf",
+    "LoopOutcome",
+    "SyncComplete",
+    "SyncFetch",
+    "Tally",
+    "run_tasks",
+    "run_threads",
+    "run_workers",
+    "run_workers_async",
+]

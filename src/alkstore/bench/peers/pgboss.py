@@ -1,0 +1,157 @@
+"""pg-boss 12 (Node.js), driven by ``benchmarks/peers/pgboss/drain.mjs``.
+
+On first use the script's npm packages are installed from its lock file (``npm ci``) into a
+cache directory keyed by the lock file's hash: ``$ALKSTORE_BENCH_CACHE`` or
+``~/.cache/alkstore-bench``. The script prints its samples as JSON; the completed count is
+read from pg-boss's job table here.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ...engines.postgres.identifiers import quote_schema
+from ..loops import LoopOutcome
+from ..progress import Progress
+from ..results import Cell, DrainResult
+from ..server import admin_connection, drop_schema
+from .spec import DrainSpec
+
+NAME = "pg-boss"
+QUEUE = "bench"
+FILES = ("package.json", "package-lock.json", "drain.mjs")
+INSTALL_TIMEOUT = 600.0
+
+
+def script_dir() -> Path:
+    """``benchmarks/peers/pgboss`` of the source checkout (``$ALKSTORE_PGBOSS_DIR`` overrides)."""
+    override = os.environ.get("ALKSTORE_PGBOSS_DIR")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[4] / "benchmarks" / "peers" / "pgboss"
+
+
+def cache_root() -> Path:
+    """Where npm packages of benchmark peers are installed."""
+    override = os.environ.get("ALKSTORE_BENCH_CACHE")
+    return Path(override) if override else Path.home() / ".cache" / "alkstore-bench"
+
+
+def unavailable() -> str | None:
+    """Why pg-boss cannot run here, or None."""
+    if shutil.which("node") is None:
+        return "node not found on PATH"
+    if shutil.which("npm") is None:
+        return "npm not found on PATH"
+    missing = [name for name in FILES if not (script_dir() / name).is_file()]
+    if missing:
+        return f"{script_dir()} lacks {', '.join(missing)} (run from a source checkout)"
+    try:
+        install()
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"npm ci failed: {exc}"
+    return None
+
+
+@functools.cache
+def install() -> Path:
+    """The cache directory with the script and its packages installed (``npm ci`` once)."""
+    source = script_dir()
+    lock = (source / "package-lock.json").read_bytes()
+    target = cache_root() / f"pgboss-{hashlib.sha256(lock).hexdigest()[:16]}"
+    marker = target / "node_modules" / ".alkstore-installed"
+    target.mkdir(parents=True, exist_ok=True)
+    for name in FILES:
+        shutil.copyfile(source / name, target / name)
+    if not marker.exists():
+        subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=target,
+            check=True,
+            capture_output=True,
+            timeout=INSTALL_TIMEOUT,
+        )
+        marker.write_text("npm ci from the lock file\n")
+    return target
+
+
+def versions() -> dict[str, object]:
+    """Node.js and pg-boss versions."""
+    target = install()
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=30)
+    package = json.loads((target / "node_modules" / "pg-boss" / "package.json").read_text())
+    return {"node": node.stdout.strip(), "pg-boss": package.get("version")}
+
+
+def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
+    """Run the Node script for one cell and read back its samples."""
+    target = install()
+    args = {
+        "dsn": dsn,
+        "schema": schema,
+        "queue": QUEUE,
+        "jobs": spec.jobs,
+        "consumers": spec.consumers,
+        "batch": spec.batch,
+        "warmup": spec.warmup,
+        "timeoutSeconds": spec.timeout,
+        "checkpoint": True,
+    }
+    cell = Cell(system=NAME, driver="node-postgres", consumers=spec.consumers, batch=spec.batch)
+    drop_schema(dsn, schema)
+    finished = [0]  # the script reports only at the end
+    try:
+        with progress.track(
+            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: finished[0]
+        ):
+            done = subprocess.run(
+                ["node", "drain.mjs"],
+                input=json.dumps(args),  # on stdin, so the DSN stays out of the process list
+                cwd=target,
+                capture_output=True,
+                text=True,
+                timeout=spec.timeout * 2 + 300,
+            )
+            if done.returncode != 0:
+                raise RuntimeError(f"node exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+            data: dict[str, Any] = json.loads(done.stdout)
+            completed = finished[0] = _completed(dsn, schema)
+    finally:
+        drop_schema(dsn, schema)
+    outcome = LoopOutcome(
+        seconds=float(data["seconds"]),
+        ids=list(data["ids"]),
+        fetch_seconds=[float(s) for s in data["fetchSeconds"]],
+        empty_fetches=int(data["emptyFetches"]),
+        completed=completed,
+        timed_out=bool(data["timedOut"]),
+    )
+    return DrainResult.from_outcome(
+        cell,
+        spec.jobs,
+        outcome,
+        completed,
+        int(data["peakRssBytes"]),
+        float(data["enqueueSeconds"]),
+        note="peak RSS of the Node process",
+    )
+
+
+def _completed(dsn: str, schema: str) -> int:
+    table = f"{quote_schema(schema)}.job"
+    with admin_connection(dsn) as conn:
+        row = conn.execute(
+            f"SELECT count(*) FROM {table} WHERE name = %s AND state = %s",
+            (QUEUE, "completed"),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+__all__ = ["NAME", "cache_root", "drain", "install", "script_dir", "unavailable", "versions"]

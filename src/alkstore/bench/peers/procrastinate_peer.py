@@ -1,0 +1,124 @@
+"""procrastinate through its public API: ``batch_defer_async`` and ``run_worker_async``.
+
+procrastinate fetches one job per query. Each consumer is one worker (``run_worker_async``)
+with ``concurrency`` = the cell's batch, so as many jobs are in flight as with alkstore's
+consumers fetching a batch each; ``wait=False`` makes the workers stop once the queue is
+empty, and ``listen_notify=False`` since nothing is sent during a drain. The workers share
+one psycopg pool of ``consumers + 2`` connections, opened before the clock starts. There is no
+per-fetch latency or empty-fetch count to report; completed jobs are counted in
+``procrastinate_jobs`` (status ``succeeded``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import time
+from typing import Any
+
+import attrs
+
+from ...engines.postgres.identifiers import quote_schema
+from ..measure import peak_rss_bytes, reset_peak_rss
+from ..progress import Progress
+from ..results import Cell, DrainResult
+from ..server import admin_connection, checkpoint, create_schema, drop_schema, with_search_path
+from .spec import DrainSpec
+
+NAME = "procrastinate"
+QUEUE = "bench"
+SEND_BATCH = 1000
+
+
+def unavailable() -> str | None:
+    """Why procrastinate cannot run here, or None."""
+    if importlib.util.find_spec("procrastinate") is None:
+        return "procrastinate is not installed (pip install procrastinate)"
+    return None
+
+
+def versions() -> dict[str, object]:
+    """Recorded with the other Python libraries."""
+    return {}
+
+
+def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
+    """Pre-enqueue, then time ``spec.consumers`` workers draining the queue."""
+    create_schema(dsn, schema)
+    try:
+        result = asyncio.run(_drain(dsn, spec, schema, progress))
+        with admin_connection(dsn) as conn:
+            row = conn.execute(
+                f"SELECT count(*) FROM {quote_schema(schema)}.procrastinate_jobs WHERE status = %s",
+                ("succeeded",),
+            ).fetchone()
+        completed = int(row[0]) if row else 0
+    finally:
+        drop_schema(dsn, schema)
+    return attrs.evolve(result, completed=completed)
+
+
+async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
+    import procrastinate
+
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)
+    size = spec.consumers + 2
+    app = procrastinate.App(
+        connector=procrastinate.PsycopgConnector(
+            conninfo=with_search_path(dsn, schema), min_size=size, max_size=size
+        )
+    )
+    ids: list[Any] = []
+
+    @app.task(name="bench", queue=QUEUE, pass_context=True)
+    async def bench(context: Any, n: int) -> None:
+        ids.append(context.job.id)
+
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+        began = time.perf_counter()
+        for start in range(0, spec.jobs, SEND_BATCH):
+            batch: list[dict[str, Any]] = [
+                {"n": n} for n in range(start, min(spec.jobs, start + SEND_BATCH))
+            ]
+            await bench.batch_defer_async(*batch)
+        enqueue_seconds = time.perf_counter() - began
+        await asyncio.to_thread(checkpoint, dsn)
+        reset_peak_rss()
+        cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
+        with progress.track(
+            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: len(ids)
+        ):
+            began = time.perf_counter()
+            await asyncio.wait_for(
+                asyncio.gather(
+                    *(
+                        app.run_worker_async(
+                            queues=[QUEUE],
+                            name=f"bench-{index}",
+                            concurrency=spec.batch,
+                            wait=False,
+                            listen_notify=False,
+                            install_signal_handlers=False,
+                        )
+                        for index in range(spec.consumers)
+                    )
+                ),
+                spec.timeout,
+            )
+            seconds = time.perf_counter() - began
+        rss = peak_rss_bytes()
+    return DrainResult.from_worker_loop(
+        cell,
+        spec.jobs,
+        seconds=seconds,
+        ids=ids,
+        completed=len(ids),  # replaced by the count in the database
+        peak_rss=rss,
+        enqueue_seconds=enqueue_seconds,
+        note="one job per fetch; worker concurrency = batch",
+    )
+
+
+__all__ = ["NAME", "drain", "unavailable", "versions"]

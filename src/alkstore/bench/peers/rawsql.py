@@ -1,0 +1,144 @@
+"""The raw-SQL ceiling: the same drain as two bare prepared statements per batch.
+
+A minimal jobs table (bigint identity id, state, jsonb data, a partial index on queued ids);
+a claim ``UPDATE … WHERE id IN (SELECT id … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING id``
+and a complete ``UPDATE … WHERE id = ANY(ids)``, each prepared, on psycopg connections opened
+before the clock starts (one per consumer). Nothing a job queue must do beyond that (retries,
+expiry, options, fencing, result rows) is done, which is what makes it a ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+
+from ...engines.postgres.identifiers import quote_schema
+from ..loops import Tally, run_threads
+from ..measure import peak_rss_bytes, reset_peak_rss
+from ..progress import Progress
+from ..results import Cell, DrainResult
+from ..server import checkpoint, create_schema, drop_schema
+from .spec import DrainSpec
+
+NAME = "raw-sql"
+SEND_BATCH = 1000
+
+
+def unavailable() -> str | None:
+    """Always available: psycopg is what the harness itself uses."""
+    return None
+
+
+def versions() -> dict[str, object]:
+    """Nothing beyond psycopg, which the fingerprint already records."""
+    return {}
+
+
+class Statements:
+    """The SQL of the ceiling, for one schema."""
+
+    def __init__(self, schema: str) -> None:
+        s = quote_schema(schema)
+        self.create = (
+            f"""CREATE TABLE {s}.job (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                state text NOT NULL DEFAULT 'queued',
+                data jsonb)""",
+            f"CREATE INDEX job_queued ON {s}.job (id) WHERE state = 'queued'",
+        )
+        # {s} is quoted by quote_schema; every value is a bound parameter.
+        self.insert = f"INSERT INTO {s}.job (data) SELECT d::jsonb FROM unnest($1::text[]) d"
+        self.claim = f"""UPDATE {s}.job SET state = 'active'
+            WHERE id IN (SELECT id FROM {s}.job WHERE state = 'queued'
+                         ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+            RETURNING id"""
+        self.complete = f"UPDATE {s}.job SET state = 'completed' WHERE id = ANY($1::bigint[])"
+        self.completed = f"SELECT count(*) FROM {s}.job WHERE state = 'completed'"
+
+
+class Connections:
+    """Connections opened up front, lent one per statement (a minimal pool)."""
+
+    def __init__(self, dsn: str, count: int) -> None:
+        self._all = [psycopg.Connection.connect(dsn, autocommit=True) for _ in range(count)]
+        self._idle: queue.SimpleQueue[psycopg.Connection[Any]] = queue.SimpleQueue()
+        for conn in self._all:
+            self._idle.put(conn)
+
+    @contextmanager
+    def cursor(self) -> Iterator[psycopg.RawCursor[Any]]:
+        """A raw cursor (``$n`` placeholders) on a borrowed connection."""
+        conn = self._idle.get()
+        try:
+            with psycopg.RawCursor(conn) as cur:
+                yield cur
+        finally:
+            self._idle.put(conn)
+
+    def close(self) -> None:
+        """Close every connection."""
+        for conn in self._all:
+            conn.close()
+
+
+def _enqueue(pool: Connections, sql: Statements, jobs: int) -> float:
+    began = time.perf_counter()
+    for start in range(0, jobs, SEND_BATCH):
+        data = [json.dumps({"n": n}) for n in range(start, min(jobs, start + SEND_BATCH))]
+        with pool.cursor() as cur:
+            cur.execute(sql.insert, (data,), prepare=True)
+    return time.perf_counter() - began
+
+
+def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
+    """Pre-enqueue, warm up, and time the drain."""
+    sql = Statements(schema)
+    create_schema(dsn, schema)
+    pool = Connections(dsn, spec.consumers)
+    try:
+        with pool.cursor() as cur:
+            for ddl in sql.create:
+                cur.execute(ddl)
+
+        def fetch(n: int) -> Sequence[Any]:
+            with pool.cursor() as cur:
+                cur.execute(sql.claim, (n,), prepare=True)
+                return [row[0] for row in cur.fetchall()]
+
+        def complete(ids: Sequence[Any]) -> None:
+            with pool.cursor() as cur:
+                cur.execute(sql.complete, (list(ids),), prepare=True)
+
+        def loops(tally: Tally) -> Any:
+            return run_threads(
+                spec.consumers, spec.batch, fetch, complete, lambda i: i, tally, spec.timeout
+            )
+
+        _enqueue(pool, sql, spec.warmup)  # the warm-up jobs come first in id order
+        loops(Tally(spec.warmup))
+        enqueue_seconds = _enqueue(pool, sql, spec.jobs)
+        checkpoint(dsn)
+        reset_peak_rss()
+        tally = Tally(spec.jobs)
+        cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
+        with progress.track(
+            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: tally.completed
+        ):
+            outcome = loops(tally)
+        rss = peak_rss_bytes()
+        with pool.cursor() as cur:
+            cur.execute(sql.completed)
+            completed = int(cur.fetchone()[0]) - spec.warmup  # type: ignore[index]
+    finally:
+        pool.close()
+        drop_schema(dsn, schema)
+    return DrainResult.from_outcome(cell, spec.jobs, outcome, completed, rss, enqueue_seconds)
+
+
+__all__ = ["NAME", "Statements", "drain", "unavailable", "versions"]

@@ -1,0 +1,140 @@
+"""The PostgreSQL a benchmark runs on: the user's (``--dsn``) or a durable throwaway one.
+
+Headline figures need durable settings (``fsync``, ``synchronous_commit`` and
+``full_page_writes`` on). :class:`~alkstore.conformance.cluster.TempCluster` turns them off
+for tests, so :func:`bench_server` starts it with them back on and reads them back from the
+server; a server that is not durable is still measured but labelled so everywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import attrs
+import psycopg
+
+from ..conformance.cluster import TempCluster
+from ..engines.postgres.identifiers import quote_schema
+
+DURABLE_SETTINGS: dict[str, str] = {
+    "fsync": "on",
+    "synchronous_commit": "on",
+    "full_page_writes": "on",
+}
+"""What a durable server must have; a throwaway cluster is started with these."""
+
+BENCH_MAX_CONNECTIONS = 300
+"""``max_connections`` of a throwaway cluster: 64 consumers per system with room to spare."""
+
+
+@attrs.frozen
+class Durability:
+    """The durability settings as the server reports them (``SHOW``)."""
+
+    fsync: str
+    synchronous_commit: str
+    full_page_writes: str
+
+    @property
+    def durable(self) -> bool:
+        """Whether a committed job survives a crash of the machine."""
+        return (
+            self.fsync == "on"
+            and self.full_page_writes == "on"
+            and self.synchronous_commit != "off"
+        )
+
+    @property
+    def label(self) -> str:
+        """``durable``, or what makes the server non-durable."""
+        if self.durable:
+            return "durable"
+        off = [name for name, value in attrs.asdict(self).items() if value == "off"]
+        return "NOT DURABLE (" + ", ".join(f"{name}=off" for name in off) + ")"
+
+
+@attrs.frozen
+class Server:
+    """A server ready for benchmarks."""
+
+    dsn: str
+    temporary: bool
+    """Started for this run (and stopped after it)."""
+    durability: Durability
+
+
+def admin_connection(dsn: str) -> psycopg.Connection[Any]:
+    """An autocommit psycopg connection for setup and checks (never timed)."""
+    return psycopg.Connection.connect(dsn, autocommit=True)
+
+
+def read_durability(dsn: str) -> Durability:
+    """``SHOW`` the three durability settings."""
+    with admin_connection(dsn) as conn:
+        values = {
+            name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+            for name in DURABLE_SETTINGS  # constant setting names, never input
+        }
+    return Durability(**values)
+
+
+@contextlib.contextmanager
+def bench_server(dsn: str | None, settings: Mapping[str, str] | None = None) -> Iterator[Server]:
+    """The server at ``dsn``, or a throwaway durable cluster (stopped on exit).
+
+    ``settings`` are extra server settings for a throwaway cluster (ignored with ``dsn``).
+    """
+    if dsn is not None:
+        yield Server(dsn, temporary=False, durability=read_durability(dsn))
+        return
+    cluster = TempCluster(
+        max_connections=BENCH_MAX_CONNECTIONS,
+        settings={**DURABLE_SETTINGS, **(settings or {})},
+    )
+    with cluster:
+        yield Server(cluster.dsn, temporary=True, durability=read_durability(cluster.dsn))
+
+
+def drop_schema(dsn: str, schema: str) -> None:
+    """Drop a benchmark schema and everything in it."""
+    with admin_connection(dsn) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {quote_schema(schema)} CASCADE")
+
+
+def create_schema(dsn: str, schema: str) -> None:
+    """Create an empty schema (dropping a leftover of an earlier run first)."""
+    with admin_connection(dsn) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {quote_schema(schema)} CASCADE")
+        conn.execute(f"CREATE SCHEMA {quote_schema(schema)}")
+
+
+def checkpoint(dsn: str) -> None:
+    """Flush dirty pages before a timed phase, so no cell pays for an earlier one's writes.
+
+    Needs superuser (or ``pg_checkpoint``); without the right it is skipped.
+    """
+    with admin_connection(dsn) as conn, contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+        conn.execute("CHECKPOINT")
+
+
+def with_search_path(dsn: str, schema: str) -> str:
+    """``dsn`` with ``options=-c search_path=<schema>`` for peers that install into it."""
+    quote_schema(schema)  # validated: it ends up in a connection option
+    separator = "&" if "?" in dsn else "?"
+    return f"{dsn}{separator}options=-csearch_path%3D{schema}"
+
+
+__all__ = [
+    "DURABLE_SETTINGS",
+    "Durability",
+    "Server",
+    "admin_connection",
+    "bench_server",
+    "checkpoint",
+    "create_schema",
+    "drop_schema",
+    "read_durability",
+    "with_search_path",
+]

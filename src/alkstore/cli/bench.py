@@ -1,0 +1,307 @@
+"""``alkstore bench``: drain, contention, enqueue, latency, scale and peers benchmarks.
+
+Every subcommand takes ``--dsn`` (default: a throwaway durable PostgreSQL), ``--json FILE``
+(default ``bench-results/<command>-<timestamp>.json``) and ``--plot FILE.png``; see
+``docs/benchmarks.md``. The exit status is 1 when an alkstore drain delivered a job twice or
+left one unfinished.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..bench import commands
+from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS
+from ..bench.peers import PEERS
+from ..bench.report import err
+
+
+def int_list(text: str) -> list[int]:
+    """``1,8,32`` -> ``[1, 8, 32]`` (each at least 1)."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"every value must be an integer >= 1: {text!r}")
+    return values
+
+
+def name_list(choices: Sequence[str]) -> Any:
+    """A parser of comma-separated names, each one of ``choices``."""
+
+    def parse(text: str) -> list[str]:
+        names = [part.strip() for part in text.split(",") if part.strip()]
+        bad = [n for n in names if n not in choices]
+        if bad or not names:
+            raise argparse.ArgumentTypeError(
+                f"unknown {', '.join(bad) or 'empty list'}: choose from {', '.join(choices)}"
+            )
+        return names
+
+    return parse
+
+
+def setting(text: str) -> tuple[str, str]:
+    """``name=value`` of a server setting."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, not {text!r}")
+    return name.strip(), value.strip()
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dsn", help="postgresql:// URI (default: start a throwaway durable PostgreSQL)"
+    )
+    parser.add_argument("--json", type=Path, help="results file (default bench-results/…)")
+    parser.add_argument("--plot", type=Path, help="also draw a PNG chart here")
+    parser.add_argument(
+        "--pg-setting",
+        type=setting,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra setting of the throwaway server (repeatable)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        help="seconds one timed drain may take (default %(default)g)",
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _backend(parser: argparse.ArgumentParser, engine: bool = True) -> None:
+    if engine:
+        parser.add_argument("--engine", default="postgres", help="alkstore engine")
+    parser.add_argument(
+        "--driver",
+        type=name_list(DRIVERS),
+        default=["psycopg"],
+        help=f"comma-separated: {', '.join(DRIVERS)} (default psycopg)",
+    )
+
+
+def _drain_shape(parser: argparse.ArgumentParser, jobs: int = 50_000) -> None:
+    parser.add_argument("--jobs", type=int, default=jobs, help="jobs per cell (%(default)s)")
+    parser.add_argument(
+        "--consumers",
+        type=int_list,
+        default=[1, 8, 32, 64],
+        help="comma-separated consumer counts (1,8,32,64)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int_list,
+        default=[1, 10, 100],
+        help="comma-separated fetch batch sizes (1,10,100)",
+    )
+
+
+def register(subparsers: Any) -> None:
+    """Add ``bench`` and its subcommands."""
+    bench = subparsers.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
+    sub = bench.add_subparsers(dest="bench_command", required=True)
+
+    drain = sub.add_parser("drain", help="N consumers fetch + complete pre-enqueued jobs")
+    _common(drain)
+    _backend(drain)
+    _drain_shape(drain)
+    drain.set_defaults(handler=_drain)
+
+    contention = sub.add_parser(
+        "contention", help="SKIP LOCKED claim vs the lock-free atomic-UPDATE claim"
+    )
+    _common(contention)
+    _backend(contention, engine=False)
+    _drain_shape(contention)
+    contention.add_argument(
+        "--lockfree-engine",
+        default="cockroachdb",
+        help="engine whose claim is the atomic UPDATE, emulated on PostgreSQL (cockroachdb)",
+    )
+    contention.set_defaults(handler=_contention)
+
+    enqueue = sub.add_parser("enqueue", help="send, send_many and concurrent senders")
+    _common(enqueue)
+    _backend(enqueue)
+    enqueue.add_argument("--jobs", type=int, default=50_000, help="jobs per send_many cell")
+    enqueue.add_argument("--send-jobs", type=int, default=5_000, help="jobs per send cell")
+    enqueue.add_argument(
+        "--senders",
+        type=int_list,
+        default=[1, 8],
+        help="comma-separated concurrent sender counts (1,8)",
+    )
+    enqueue.add_argument("--batch-size", type=int, default=1000, help="jobs per send_many")
+    enqueue.set_defaults(handler=_enqueue)
+
+    latency = sub.add_parser("latency", help="send -> fetch latency with a polling consumer")
+    _common(latency)
+    _backend(latency)
+    latency.add_argument("--rate", type=float, default=100.0, help="jobs sent per second")
+    latency.add_argument("--duration", type=float, default=10.0, help="seconds of sending")
+    latency.add_argument(
+        "--poll-interval",
+        type=float,
+        default=0.05,
+        help="seconds the consumer sleeps after a short fetch (0.05)",
+    )
+    latency.add_argument("--batch", type=int, default=10, help="consumer fetch batch size")
+    latency.set_defaults(handler=_latency)
+
+    scale = sub.add_parser("scale", help="fetch latency and drain rate vs queue depth")
+    _common(scale)
+    _backend(scale)
+    scale.add_argument(
+        "--depths",
+        type=int_list,
+        default=[10_000, 100_000, 1_000_000],
+        help="comma-separated queued-job counts (10000,100000,1000000)",
+    )
+    scale.add_argument(
+        "--finished",
+        type=int,
+        default=None,
+        help="finished jobs retained in the last scenario (default: max depth)",
+    )
+    scale.add_argument("--samples", type=int, default=500, help="fetch-latency samples")
+    scale.add_argument("--drain-jobs", type=int, default=10_000, help="jobs drained per scenario")
+    scale.add_argument("--consumers", type=int, default=8, help="drain consumers")
+    scale.add_argument("--batch", type=int, default=10, help="drain batch size")
+    scale.set_defaults(handler=_scale)
+
+    peers = sub.add_parser("peers", help="alkstore, raw SQL, pg-boss, pgqueuer, procrastinate")
+    _common(peers)
+    _backend(peers)
+    _drain_shape(peers)
+    peers.add_argument(
+        "--peers",
+        type=name_list(tuple(PEERS)),
+        default=list(PEERS),
+        help=f"comma-separated: {', '.join(PEERS)} (all)",
+    )
+    peers.set_defaults(handler=_peers)
+
+
+def _options(args: argparse.Namespace) -> commands.Options:
+    return commands.Options(
+        dsn=args.dsn,
+        json_path=args.json,
+        plot_path=args.plot,
+        server_settings=dict(args.pg_setting),
+        timeout=args.timeout,
+        progress=not args.no_progress,
+    )
+
+
+def _status(document: Mapping[str, Any]) -> int:
+    """1 when an alkstore drain failed, delivered a job twice or left jobs unfinished."""
+    bad = [
+        row
+        for row in document.get("results", [])
+        if row.get("system") == "alkstore"
+        and (
+            str(row.get("reason", "")).startswith("failed")
+            or (
+                row.get("available", True)
+                and "duplicates" in row
+                and (row["duplicates"] or row["completed"] != row["jobs"])
+            )
+        )
+    ]
+    for row in bad:
+        err.print(f"[red]alkstore drain failed its checks:[/red] {row}")
+    return 1 if bad else 0
+
+
+def _drain(args: argparse.Namespace) -> int:
+    return _status(
+        commands.drain(
+            _options(args),
+            engine=args.engine,
+            drivers=args.driver,
+            jobs=args.jobs,
+            consumers=args.consumers,
+            batches=args.batch,
+        )
+    )
+
+
+def _contention(args: argparse.Namespace) -> int:
+    return _status(
+        commands.contention(
+            _options(args),
+            lockfree_engine=args.lockfree_engine,
+            drivers=args.driver,
+            jobs=args.jobs,
+            consumers=args.consumers,
+            batches=args.batch,
+        )
+    )
+
+
+def _enqueue(args: argparse.Namespace) -> int:
+    commands.enqueue(
+        _options(args),
+        engine=args.engine,
+        drivers=args.driver,
+        jobs=args.jobs,
+        send_jobs=args.send_jobs,
+        senders=args.senders,
+        batch=args.batch_size,
+    )
+    return 0
+
+
+def _latency(args: argparse.Namespace) -> int:
+    commands.latency(
+        _options(args),
+        engine=args.engine,
+        drivers=args.driver,
+        rate=args.rate,
+        duration=args.duration,
+        poll_interval=args.poll_interval,
+        batch=args.batch,
+    )
+    return 0
+
+
+def _scale(args: argparse.Namespace) -> int:
+    finished = max(args.depths) if args.finished is None else args.finished
+    commands.scale(
+        _options(args),
+        engine=args.engine,
+        drivers=args.driver,
+        depths=args.depths,
+        finished=finished,
+        samples=args.samples,
+        drain_jobs=args.drain_jobs,
+        consumers=args.consumers,
+        batch=args.batch,
+    )
+    return 0
+
+
+def _peers(args: argparse.Namespace) -> int:
+    return _status(
+        commands.peers(
+            _options(args),
+            engine=args.engine,
+            drivers=args.driver,
+            names=args.peers,
+            jobs=args.jobs,
+            consumers=args.consumers,
+            batches=args.batch,
+        )
+    )
+
+
+__all__ = ["int_list", "name_list", "register", "setting"]

@@ -1,0 +1,172 @@
+"""Smoke runs of ``alkstore bench`` on tiny sizes, so the harness keeps working.
+
+Performance is never asserted: only that every command runs, writes the cells it should,
+delivers no job twice and finishes every job. The server is a throwaway cluster built for
+speed (not durable), which the harness labels as such.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from alkstore.bench.measure import Latency, percentile
+from alkstore.cli import main
+from alkstore.conformance.cluster import TempCluster
+
+
+@pytest.fixture(scope="module")
+def _bench_dsn() -> Iterator[str]:
+    with TempCluster(max_connections=100) as cluster:
+        yield cluster.dsn
+
+
+def bench(dsn: str, tmp_path: Path, command: str) -> dict[str, Any]:
+    """Run ``alkstore bench <command>`` against ``dsn``; the JSON document it wrote."""
+    args = command.split()
+    path = tmp_path / f"{args[0]}.json"
+    status = main(["bench", *args, "--dsn", dsn, "--json", str(path), "--no-progress"])
+    assert status == 0
+    document: dict[str, Any] = json.loads(path.read_text())
+    assert document["command"] == args[0]
+    assert document["durability"].startswith("NOT DURABLE")  # the test cluster is not
+    env = document["environment"]
+    assert env["postgresql"]["fsync"] == "off"
+    assert env["machine"]["cpu_count"] >= 1
+    assert env["libraries"]["psycopg"]
+    return document
+
+
+def check_drained(row: dict[str, Any], jobs: int) -> None:
+    """One drain cell: measured, no duplicate, every job completed."""
+    assert row["available"], row
+    assert row["duplicates"] == 0
+    assert row["completed"] == jobs
+    assert row["delivered"] == jobs
+    assert row["jobs_per_s"] > 0
+    assert not row["timed_out"]
+
+
+def cells(rows: list[dict[str, Any]], **where: Any) -> set[tuple[int, int]]:
+    """The (consumers, batch) cells of the rows matching ``where``."""
+    return {
+        (r["consumers"], r["batch"])
+        for r in rows
+        if all(r.get(key) == value for key, value in where.items())
+    }
+
+
+def test_percentiles_by_nearest_rank() -> None:
+    samples = [float(n) for n in range(1, 101)]
+    assert percentile(samples, 50) == 50.0
+    assert percentile(samples, 99) == 99.0
+    assert percentile([], 50) is None
+    assert Latency.of([0.001, 0.002]).p50_ms == pytest.approx(1.0)
+
+
+def test_drain(_bench_dsn: str, tmp_path: Path) -> None:
+    plot = tmp_path / "drain.png"
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        f"drain --jobs 200 --consumers 1,2 --batch 1,10 --driver psycopg,asyncpg --plot {plot}",
+    )
+    rows = doc["results"]
+    for driver in ("psycopg", "asyncpg"):
+        assert cells(rows, driver=driver) == {(1, 1), (2, 1), (1, 10), (2, 10)}
+    for row in rows:
+        check_drained(row, 200)
+        assert row["fetch_p50_ms"] > 0
+        assert row["peak_rss_mb"] > 0
+    assert plot.stat().st_size > 0
+
+
+def test_contention(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(_bench_dsn, tmp_path, "contention --jobs 100 --consumers 2 --batch 1,10")
+    rows = doc["results"]
+    assert cells(rows, engine="postgres") == {(2, 1), (2, 10)}
+    lockfree = [r for r in rows if r["engine"] != "postgres"]
+    assert len(lockfree) == 2
+    if importlib.util.find_spec("alkstore.engines.emulation") is None:
+        assert all(not r["available"] for r in lockfree)  # reported, not a crash
+    else:
+        assert {r["engine"] for r in lockfree} == {"cockroachdb (emulated)"}
+        for row in lockfree:
+            check_drained(row, 100)
+    for row in rows:
+        if row["engine"] == "postgres":
+            check_drained(row, 100)
+    assert len(doc["side_by_side"]) == 2
+
+
+def test_enqueue(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "enqueue --jobs 300 --send-jobs 20 --senders 1,2 --batch-size 100",
+    )
+    rows = doc["results"]
+    assert {(r["mode"], r["senders"]) for r in rows} == {
+        ("send", 1),
+        ("send", 2),
+        ("send_many", 1),
+        ("send_many", 2),
+    }
+    for row in rows:
+        assert row["jobs_per_s"] > 0
+        assert row["jobs"] == (20 if row["mode"] == "send" else 300)
+
+
+def test_latency(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(_bench_dsn, tmp_path, "latency --rate 40 --duration 0.5 --poll-interval 0.01")
+    (row,) = doc["results"]
+    assert row["received"] == row["sent"] == 20
+    assert row["p50_ms"] > 0
+    assert row["poll_interval_ms"] == 10
+    assert row["with_wakeups"].startswith("not available")
+
+
+def test_scale(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "scale --depths 100,500 --samples 20 --drain-jobs 50 --consumers 2 --batch 5",
+    )
+    rows = doc["results"]
+    assert [(r["queued"], r["finished"]) for r in rows] == [(100, 0), (500, 0), (100, 500)]
+    for row in rows:
+        assert row["fetch_samples"] == 20
+        assert row["fetch_p50_ms"] > 0
+        assert row["drain_jobs"] >= 50
+        assert row["drain_jobs_per_s"] > 0
+        assert row["duplicates"] == 0
+
+
+def test_peers_raw_sql_and_an_unavailable_peer(
+    _bench_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALKSTORE_PGBOSS_DIR", str(tmp_path / "no-such-dir"))
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "peers --jobs 200 --consumers 1,2 --batch 1,10 --peers raw-sql,pg-boss",
+    )
+    rows = doc["results"]
+    expected = {(1, 1), (2, 1), (1, 10), (2, 10)}
+    assert cells(rows, system="alkstore") == expected
+    assert cells(rows, system="raw-sql") == expected
+    for row in rows:
+        if row["system"] == "pg-boss":
+            assert not row["available"]
+            assert "no-such-dir" in row["reason"]
+        else:
+            check_drained(row, 200)
+    for ratio in doc["ratios"]:
+        assert ratio["raw-sql ratio"] > 0
+        assert ratio["pg-boss"].startswith("not available")
+    assert {r["system"] for r in doc["enqueue"]} == {"alkstore", "raw-sql", "pg-boss"}
