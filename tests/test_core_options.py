@@ -681,7 +681,7 @@ def test_dump_json_refuses_non_json_values(value: object) -> None:
         dump_json("data", value)
     assert_names(info.value, "data", value)
     with pytest.raises(InvalidOptions) as info:
-        NewJob.build(value, JobOptions())
+        NewJob.build(value, JobOptions(), uuid.uuid4)
     assert_names(info.value, "data", value)
 
 
@@ -739,7 +739,7 @@ def test_dump_json_is_compact() -> None:
 @given(value=JSON)
 def test_new_job_build_serialises_data_and_keeps_options(value: Any) -> None:
     options = JobOptions(priority=3, start_after=10)
-    job = NewJob.build(value, options)
+    job = NewJob.build(value, options, uuid.uuid4)
     assert job.options is options
     assert job.data_json == dump_json("data", value)
     assert as_json(job.data_json) == value

@@ -263,3 +263,16 @@ def test_capabilities_are_frozen_and_keyword_only() -> None:
         caps.skip_locked = False  # type: ignore[misc]
     with pytest.raises(TypeError):
         Capabilities(False)  # type: ignore[call-arg]
+
+
+def test_then_maps_the_contention_result_too() -> None:
+    from alkstore.core.plans import Plan
+
+    def steps():  # type: ignore[no-untyped-def]
+        return (yield Statement("SELECT 1"))
+
+    plan: Plan[list[int]] = Plan("p", steps, on_contention=list)
+    mapped = plan.then(len)
+    assert mapped.on_contention is not None and mapped.on_contention() == 0
+    assert plan.then(len).name == "p"
+    assert Plan("q", steps).then(len).on_contention is None

@@ -11,8 +11,6 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import attrs
-
 from .core.errors import InvalidOptions
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
@@ -30,11 +28,13 @@ def error_output(error: Any) -> str | None:
     return dump_json("error", error)
 
 
+NO_OPTIONS = JobOptions()
+"""Shared by every job sent without options (most of a large ``send_many``)."""
+
+
 def _new_job(data: Any, options: Mapping[str, Any]) -> NewJob:
-    opts = JobOptions.from_kwargs(options)
-    if opts.id is None:
-        opts = attrs.evolve(opts, id=new_id())
-    return NewJob.build(data, opts)
+    opts = JobOptions.from_kwargs(options) if options else NO_OPTIONS
+    return NewJob.build(data, opts, new_id)
 
 
 def _positive(field: str, value: object) -> int:

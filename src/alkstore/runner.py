@@ -34,29 +34,30 @@ from .drivers.base import (
 T = TypeVar("T")
 
 
-def _should_retry(plan: Plan[T], sqlstate: str | None, attempt: int) -> bool:
-    return (
-        plan.retry_serialization
-        and sqlstate == SERIALIZATION_FAILURE
-        and attempt < MAX_SERIALIZATION_RETRIES
-    )
-
-
 def _translate(
     plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, attempt: int
-) -> float:
-    """Seconds to pause before retrying, or raise the error the caller should see."""
+) -> float | None:
+    """Seconds to pause before retrying; None when the plan's contention result stands;
+    otherwise raise the error the caller should see."""
     if isinstance(exc, AlkstoreError):
         raise exc
     info = driver.error_info(exc)
     if info is None:
         raise exc
-    if _should_retry(plan, info.sqlstate, attempt):
-        return serialization_pause(attempt, random.random())
+    if plan.retry_serialization and info.sqlstate == SERIALIZATION_FAILURE:
+        if attempt < MAX_SERIALIZATION_RETRIES:
+            return serialization_pause(attempt, random.random())
+        if plan.on_contention is not None:
+            return None
     mapped = plan.map_error(info.sqlstate, info.constraint)
     if mapped is not None:
         raise mapped from exc
     raise exc
+
+
+def _contention_result(plan: Plan[T]) -> T:
+    assert plan.on_contention is not None
+    return plan.on_contention()
 
 
 def _tolerated(driver: SyncDriver | AsyncDriver, statement: Statement, exc: Exception) -> bool:
@@ -120,6 +121,8 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
                     return _drive(session, driver, plan)
         except Exception as exc:
             pause = _translate(plan, driver, exc, attempt)
+        if pause is None:
+            return _contention_result(plan)
         attempt += 1
         time.sleep(pause)
 
@@ -136,5 +139,7 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
                     return await _drive_async(session, driver, plan)
         except Exception as exc:
             pause = _translate(plan, driver, exc, attempt)
+        if pause is None:
+            return _contention_result(plan)
         attempt += 1
         await asyncio.sleep(pause)

@@ -5,9 +5,7 @@ driver is under test: async stores run on an event loop in a background thread, 
 body proves both faces. The handle also carries two test-only tools that work on every
 engine because they go through the store's own connection: :meth:`StoreHandle.sql` and
 :meth:`StoreHandle.advance` (a controllable clock: shifting every stored timestamp back by
-``s`` seconds is the same, for the store, as ``s`` seconds passing). A
-:class:`~alkstore.Job` read before ``advance`` carries the old ``started_on``, so as a fence
-it no longer matches its attempt: re-read it with ``get_job``.
+``s`` seconds is the same, for the store, as ``s`` seconds passing).
 """
 
 from __future__ import annotations

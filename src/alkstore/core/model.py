@@ -8,10 +8,9 @@ no I/O and never reads the wall clock.
 Time
     The model's clock is :attr:`Model.now`. :meth:`Model.advance` works like the conformance
     harness's ``advance``: it shifts every stored timestamp back by ``seconds`` and leaves
-    ``now`` alone, which for every deadline is the same as ``seconds`` passing. It also
-    means that a :class:`Fence` taken before the shift no longer matches its attempt, exactly
-    as a ``Job`` read before ``StoreHandle.advance`` no longer matches on the engine.
-    :meth:`Model.tick` moves ``now`` forward instead (time passing with fences staying valid).
+    ``now`` alone, which for every deadline is the same as ``seconds`` passing; fences name
+    an attempt by ``retry_count``, so they survive the shift as they survive real time.
+    :meth:`Model.tick` moves ``now`` forward instead.
 
 Uncertain times
     Two things make a real engine's times differ from the model's:
@@ -43,9 +42,9 @@ Dead letters
 Where the contract is silent the model follows the PostgreSQL engine, and says so:
 
 * a job id is unique per queue (the engine's key is ``(queue, id)``);
-* a fence matches while the job is active in the fetched attempt (same ``retry_count`` and
-  ``started_on``); once the attempt ended (completed, failed, expired, cancelled) the old
-  ``Job`` matches nothing, even before the job is fetched again;
+* a fence matches while the job is active in the fetched attempt (same ``retry_count``,
+  which every fetch after the first raises); once the attempt ended (completed, failed,
+  expired, cancelled) the old ``Job`` matches nothing, even before the job is fetched again;
 * ``cancel``, ``resume``, ``retry`` and ``delete_jobs`` ignore fences and act by id;
 * operations on ids in a queue that does not exist return 0; ``send`` and ``fetch`` raise
   :class:`~.errors.QueueNotFound`.
@@ -233,8 +232,8 @@ class Model:
     # -- clock -----------------------------------------------------------------------------
 
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` pass by shifting every stored timestamp back (fences taken before no
-        longer match, as with the harness's ``advance``)."""
+        """Let ``seconds`` pass by shifting every stored timestamp back (as the harness's
+        ``advance`` does)."""
         shift = _seconds(seconds)
         for job in self.jobs.values():
             job.start_after -= shift
@@ -249,7 +248,7 @@ class Model:
                 job.heartbeat_on -= shift
 
     def tick(self, seconds: float) -> None:
-        """Let ``seconds`` pass by moving :attr:`now` forward (fences stay valid)."""
+        """Let ``seconds`` pass by moving :attr:`now` forward."""
         self.now += _seconds(seconds)
 
     # -- queues ----------------------------------------------------------------------------
@@ -549,7 +548,6 @@ class Model:
                     job.state is JobState.ACTIVE
                     and job.retry_count == retry_count
                     and started_on is not None
-                    and job.started_on == started_on
                 )
             ):
                 continue

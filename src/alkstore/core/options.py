@@ -12,7 +12,7 @@ import json
 import math
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -207,15 +207,17 @@ class ResolvedJobOptions:
 
 @attrs.frozen
 class NewJob:
-    """A job about to be sent: its payload (as JSON text) and its options."""
+    """A job about to be sent: its id, its payload (as JSON text) and its options."""
 
     data_json: str | None
     options: JobOptions
+    id: uuid.UUID = attrs.field(kw_only=True)
 
     @classmethod
-    def build(cls, data: Any, options: JobOptions) -> NewJob:
-        """Serialise ``data`` to JSON now, so a bad payload fails before anything is written."""
-        return cls(dump_json("data", data), options)
+    def build(cls, data: Any, options: JobOptions, new_id: Callable[[], uuid.UUID]) -> NewJob:
+        """Serialise ``data`` to JSON now, so a bad payload fails before anything is written;
+        the id is the caller-chosen ``options.id``, else ``new_id()``."""
+        return cls(dump_json("data", data), options, id=options.id or new_id())
 
 
 _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
@@ -230,7 +232,7 @@ def dump_json(field: str, value: Any) -> str | None:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidOptions(field, value, f"is not JSON-serialisable: {exc}") from None
-    if _NUL_ESCAPE.search(text):
+    if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise InvalidOptions(field, value, "contains a NUL character, which jsonb cannot store")
     return text
 

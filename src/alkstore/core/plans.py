@@ -57,13 +57,19 @@ class Plan(Generic[T]):
     isolation: Isolation | None = None
     retry_serialization: bool = False
     map_error: ErrorMap = no_error_map
+    on_contention: Callable[[], T] | None = None
+    """The result when serialization failures outlast every retry (None: raise the last)."""
 
     def then(self, mapper: Callable[[T], U]) -> Plan[U]:
-        """The same plan with its result passed through ``mapper``."""
-        inner = self.steps
+        """The same plan with its result (and its contention result) passed through ``mapper``."""
+        inner, contention = self.steps, self.on_contention
 
         def steps() -> Steps[U]:
             return mapper((yield from inner()))
+
+        def on_contention() -> U:
+            assert contention is not None
+            return mapper(contention())
 
         return Plan(
             self.name,
@@ -72,6 +78,7 @@ class Plan(Generic[T]):
             isolation=self.isolation,
             retry_serialization=self.retry_serialization,
             map_error=self.map_error,
+            on_contention=None if contention is None else on_contention,
         )
 
 

@@ -60,42 +60,46 @@ WILL_RETRY = "j.retry_count < j.retry_limit"
 
 
 def _fence(alias: str = "t") -> str:
-    """Join condition of a target row: a bare id, or an id fenced to one attempt."""
+    """Join condition of a target row: a bare id, or an id fenced to one attempt.
+
+    Every fetch after a job's first raises its ``retry_count``, so within the active state
+    ``(id, retry_count)`` names exactly one attempt (the attempt's ``started_on`` adds
+    nothing, and binding it would cost a timestamp array per call).
+    """
     return (
         f"j.id = {alias}.id AND ({alias}.retry_count IS NULL OR "
-        f"(j.retry_count = {alias}.retry_count AND j.started_on = {alias}.started_on))"
+        f"j.retry_count = {alias}.retry_count)"
     )
 
 
 def _targets_sql(first: int) -> str:
-    """``unnest`` of the three target arrays bound at ``$first`` .. ``$first+2``."""
-    return (
-        f"unnest(${first}::uuid[], ${first + 1}::int[], ${first + 2}::timestamptz[]) "
-        "AS t(id, retry_count, started_on)"
-    )
+    """``unnest`` of the two target arrays bound at ``$first`` and ``$first+1``."""
+    return f"unnest(${first}::uuid[], ${first + 1}::int[]) AS t(id, retry_count)"
 
 
-SEND_ARRAYS = (
-    ("id", "uuid"),
-    ("data", "text"),
-    ("priority", "int"),
-    ("retry_limit", "int"),
-    ("retry_delay", "int"),
-    ("retry_backoff", "bool"),
-    ("retry_delay_max", "int"),
-    ("expire_seconds", "int"),
-    ("heartbeat_seconds", "int"),
-    ("retention_seconds", "int"),
-    ("deletion_seconds", "int"),
-    ("singleton_key", "text"),
-    ("group_id", "text"),
-    ("group_tier", "text"),
-    ("start_at", "timestamptz"),
-    ("delay", "float8"),
-)
-"""The arrays ``send`` binds (one element per job), in placeholder order from ``$2``."""
-SEND_OPTION_COLUMNS = tuple(n for n, _t in SEND_ARRAYS if n not in ("data", "start_at", "delay"))
-"""Arrays filled straight from the job's :class:`JobOptions` attribute of the same name."""
+SEND_OPTION_SQL: dict[str, tuple[str, str]] = {
+    "priority": ("int", "0"),
+    "retry_limit": ("int", "q.retry_limit"),
+    "retry_delay": ("int", "q.retry_delay"),
+    "retry_backoff": ("bool", "q.retry_backoff"),
+    "retry_delay_max": ("int", "q.retry_delay_max"),
+    "expire_seconds": ("int", "q.expire_seconds"),
+    "heartbeat_seconds": ("int", "q.heartbeat_seconds"),
+    "retention_seconds": ("int", "q.retention_seconds"),
+    "deletion_seconds": ("int", "q.deletion_seconds"),
+    "singleton_key": ("text", "NULL"),
+    "group_id": ("text", "NULL"),
+    "group_tier": ("text", "NULL"),
+}
+"""Job option -> (SQL type, value when the job leaves it unset): job > queue > default."""
+SEND_TYPES = {
+    "id": "uuid",
+    "data": "text",
+    "start_at": "timestamptz",
+    "delay": "float8",
+    **{name: sql_type for name, (sql_type, _default) in SEND_OPTION_SQL.items()},
+}
+"""SQL element type of every array ``send`` may bind."""
 
 COPIED_COLUMNS = ("name", "id", "state", "priority", "retry_count", "data", "output", "dead_letter")
 """Columns of a failed job that the split-statement path binds into its dead-letter copy."""
@@ -109,7 +113,7 @@ def _columns(rows: Sequence[Row], names: Sequence[str]) -> tuple[list[Any], ...]
 
 
 def _target_params(targets: Targets) -> tuple[Any, ...]:
-    return (targets.ids, targets.retry_counts, targets.started_ons)
+    return (targets.ids, targets.retry_counts)
 
 
 class PostgresEngine:
@@ -436,43 +440,8 @@ class PostgresEngine:
         Raises :class:`QueueNotFound` when the queue does not exist and :class:`JobConflict`
         on a duplicate id; either way nothing is written.
         """
-        s = self.s
-        cols: dict[str, list[Any]] = {name: [] for name, _type in SEND_ARRAYS}
-        for job in jobs:
-            o = job.options
-            cols["data"].append(job.data_json)
-            for name in SEND_OPTION_COLUMNS:
-                cols[name].append(getattr(o, name))
-            start = o.start_after
-            cols["start_at"].append(start if isinstance(start, dt.datetime) else None)
-            cols["delay"].append(start if isinstance(start, float) else None)
-        arrays = ", ".join(f"${i + 2}::{t}[]" for i, (_n, t) in enumerate(SEND_ARRAYS))
-        sql = f"""
-            INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
-                retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
-                retention_seconds, deletion_seconds, singleton_key, group_id, group_tier,
-                policy, start_after, keep_until)
-            SELECT t.id, q.name, t.data::jsonb, coalesce(t.priority, 0),
-                coalesce(t.retry_limit, q.retry_limit), coalesce(t.retry_delay, q.retry_delay),
-                coalesce(t.retry_backoff, q.retry_backoff),
-                coalesce(t.retry_delay_max, q.retry_delay_max),
-                coalesce(t.expire_seconds, q.expire_seconds),
-                coalesce(t.heartbeat_seconds, q.heartbeat_seconds),
-                coalesce(t.retention_seconds, q.retention_seconds),
-                coalesce(t.deletion_seconds, q.deletion_seconds),
-                t.singleton_key, t.group_id, t.group_tier, q.policy,
-                sa.at,
-                sa.at + coalesce(t.retention_seconds, q.retention_seconds) * interval '1 second'
-            FROM unnest({arrays}) AS t(id, data, priority, retry_limit, retry_delay,
-                    retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
-                    retention_seconds, deletion_seconds, singleton_key, group_id, group_tier,
-                    start_at, delay)
-            JOIN {s}.queue q ON q.name = $1
-            CROSS JOIN LATERAL (SELECT coalesce(t.start_at,
-                now() + coalesce(t.delay, 0) * interval '1 second') AS at) sa
-            RETURNING id"""
-        params = (queue, *cols.values())
-        ids = [i for i in cols["id"] if i is not None]
+        sql, params = self._send_statement(queue, jobs)
+        ids = [job.id for job in jobs]
         if len(ids) != len(set(ids)):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise JobConflict(f"id {dup} appears twice in one send")
@@ -481,7 +450,7 @@ class PostgresEngine:
             rows = yield Statement(sql, params)
             if len(rows) < len(jobs):
                 yield from self._require_queue(queue)
-            return [o.options.id for o in jobs]  # type: ignore[misc]
+            return ids
 
         def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
             if sqlstate == "23505" and constraint is not None and constraint.startswith("j"):
@@ -489,6 +458,51 @@ class PostgresEngine:
             return None
 
         return self._plan("send", steps, map_error=map_error)
+
+    def _send_statement(self, queue: str, jobs: Sequence[NewJob]) -> tuple[str, tuple[Any, ...]]:
+        """The INSERT of ``send``, binding only the option arrays some job sets.
+
+        An option no job sets comes straight from the queue row (or its constant default), so
+        a large batch without options binds two arrays instead of sixteen.
+        """
+        options = [job.options for job in jobs]
+        bound = [
+            name for name in SEND_OPTION_SQL if any(getattr(o, name) is not None for o in options)
+        ]
+        timed = any(o.start_after is not None for o in options)
+        arrays: dict[str, list[Any]] = {
+            "id": [job.id for job in jobs],
+            "data": [job.data_json for job in jobs],
+        }
+        for name in bound:
+            arrays[name] = [getattr(o, name) for o in options]
+        if timed:
+            arrays["start_at"] = [
+                o.start_after if isinstance(o.start_after, dt.datetime) else None for o in options
+            ]
+            arrays["delay"] = [
+                o.start_after if isinstance(o.start_after, float) else None for o in options
+            ]
+        values = {
+            name: f"coalesce(t.{name}, {default})" if name in bound else default
+            for name, (_type, default) in SEND_OPTION_SQL.items()
+        }
+        start = (
+            "coalesce(t.start_at, now() + coalesce(t.delay, 0) * interval '1 second')"
+            if timed
+            else "now()"
+        )
+        unnest = ", ".join(f"${i + 2}::{SEND_TYPES[n]}[]" for i, n in enumerate(arrays))
+        sql = f"""
+            INSERT INTO {self.s}.job (id, name, data, {", ".join(SEND_OPTION_SQL)},
+                policy, start_after, keep_until)
+            SELECT t.id, q.name, t.data::jsonb, {", ".join(values.values())}, q.policy, sa.at,
+                sa.at + {values["retention_seconds"]} * interval '1 second'
+            FROM unnest({unnest}) AS t({", ".join(arrays)})
+            JOIN {self.s}.queue q ON q.name = $1
+            CROSS JOIN LATERAL (SELECT {start} AS at) sa
+            RETURNING id"""
+        return sql, (queue, *arrays.values())
 
     # -- fetching --------------------------------------------------------------------------
 
@@ -521,14 +535,16 @@ class PostgresEngine:
                 yield from self._require_queue(queue)
             return sorted((Job.from_row(r) for r in rows), key=Job.sort_key)
 
-        return self._plan("fetch", steps)
+        # A fetcher that keeps losing the claim race to others gets no jobs this time, like
+        # one that found none; the jobs stay queued for the next fetch.
+        return self._plan("fetch", steps, on_contention=list)
 
     # -- settling --------------------------------------------------------------------------
 
     def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
         """active -> completed, storing ``output``."""
         sql = f"""UPDATE {self.s}.job j SET state = 'completed', completed_on = now(),
-                output = $5::text::jsonb
+                output = $4::text::jsonb
             FROM {_targets_sql(2)}
             WHERE j.name = $1 AND j.state = 'active' AND {_fence()}
             RETURNING j.id"""
@@ -604,7 +620,7 @@ class PostgresEngine:
             "AND (t.retry_count IS NULL OR j.state = 'active')"
         )
         params = (queue, *_target_params(targets), output_json)
-        return self._fail_plan("fail", f", {_targets_sql(2)}", where, "$5", params)
+        return self._fail_plan("fail", f", {_targets_sql(2)}", where, "$4", params)
 
     def expire(self) -> Plan[int]:
         """Fail active jobs that ran past ``started_on + expire_seconds``."""
