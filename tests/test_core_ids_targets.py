@@ -122,7 +122,7 @@ B = uuid.UUID("0190b4c2-7e1f-7a3b-8c4d-000000000002")
 
 def test_one_uuid() -> None:
     got = targets(A)
-    assert got == Targets(ids=[A], retry_counts=[None], started_ons=[None])
+    assert got == Targets(ids=[A], retry_counts=[None])
     assert len(got) == 1
 
 
@@ -132,7 +132,6 @@ def test_one_uuid_string(text: str) -> None:
     assert got.ids == [A]
     assert type(got.ids[0]) is uuid.UUID
     assert got.retry_counts == [None]
-    assert got.started_ons == [None]
 
 
 def test_a_job_is_fenced_to_its_attempt() -> None:
@@ -140,13 +139,11 @@ def test_a_job_is_fenced_to_its_attempt() -> None:
     got = targets(job)
     assert got.ids == [B]
     assert got.retry_counts == [4]
-    assert got.started_ons == [T0 + dt.timedelta(minutes=3)]
 
 
-def test_a_job_never_started_is_fenced_to_no_start() -> None:
+def test_a_job_never_started_is_fenced_to_its_first_attempt() -> None:
     job = make_job(state=JobState.CREATED, retry_count=0, started_on=None)
-    got = targets(job)
-    assert (got.retry_counts, got.started_ons) == ([0], [None])
+    assert targets(job).retry_counts == [0]
 
 
 def test_a_mixed_iterable_keeps_order_and_parallel_arrays() -> None:
@@ -155,7 +152,6 @@ def test_a_mixed_iterable_keeps_order_and_parallel_arrays() -> None:
     got = targets([A, str(c), job])
     assert got.ids == [A, c, B]
     assert got.retry_counts == [None, None, 1]
-    assert got.started_ons == [None, None, T0]
     assert len(got) == 3
 
 
@@ -171,7 +167,7 @@ def test_any_iterable_is_accepted(make: Any) -> None:
 def test_an_empty_iterable_gives_no_targets() -> None:
     got = targets([])
     assert len(got) == 0
-    assert got == Targets(ids=[], retry_counts=[], started_ons=[])
+    assert got == Targets(ids=[], retry_counts=[])
 
 
 @pytest.mark.parametrize(

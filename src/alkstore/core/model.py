@@ -92,13 +92,11 @@ class AmbiguousTiming(Exception):
 class Fence:
     """An attempt of a job, as a worker holds it: the model's counterpart of a fetched ``Job``.
 
-    ``started_on`` is None for a job that never started; such a fence matches nothing (the
-    engine compares with SQL ``=``, and ``NULL = NULL`` is not true).
+    It matches while the job is active with the same ``retry_count``.
     """
 
     id: uuid.UUID
     retry_count: int
-    started_on: dt.datetime | None
 
 
 ModelId = uuid.UUID | str | Fence | Job
@@ -154,7 +152,7 @@ class ModelJob:
 
     def fence(self) -> Fence:
         """The current attempt of this job."""
-        return Fence(self.id, self.retry_count, self.started_on)
+        return Fence(self.id, self.retry_count)
 
     def fetch_key(self) -> tuple[int, dt.datetime, int, uuid.UUID]:
         """Fetch order: priority DESC, created_on, id (``seq`` breaks ``created_on`` ties
@@ -178,10 +176,10 @@ def _seconds(value: float) -> dt.timedelta:
     return dt.timedelta(seconds=value)
 
 
-def _targets(ids: ModelIds) -> list[tuple[uuid.UUID, int | None, dt.datetime | None]]:
+def _targets(ids: ModelIds) -> list[tuple[uuid.UUID, int | None]]:
     """Normalise ``ids`` like :func:`~.targets.targets`, also accepting :class:`Fence`."""
     if isinstance(ids, Targets):
-        return list(zip(ids.ids, ids.retry_counts, ids.started_ons, strict=True))
+        return list(zip(ids.ids, ids.retry_counts, strict=True))
     items: Iterable[object]
     if isinstance(ids, uuid.UUID | str | Fence | Job):
         items = [ids]
@@ -189,15 +187,15 @@ def _targets(ids: ModelIds) -> list[tuple[uuid.UUID, int | None, dt.datetime | N
         items = ids
     else:
         raise InvalidOptions("ids", ids, "must be an id, a Fence, a Job, or an iterable of them")
-    out: list[tuple[uuid.UUID, int | None, dt.datetime | None]] = []
+    out: list[tuple[uuid.UUID, int | None]] = []
     for item in items:
         if isinstance(item, Fence | Job):
-            out.append((item.id, item.retry_count, item.started_on))
+            out.append((item.id, item.retry_count))
         elif isinstance(item, uuid.UUID):
-            out.append((item, None, None))
+            out.append((item, None))
         elif isinstance(item, str):
             try:
-                out.append((uuid.UUID(item), None, None))
+                out.append((uuid.UUID(item), None))
             except ValueError:
                 raise InvalidOptions(
                     "ids", item, "must be a UUID, a UUID string or a Job"
@@ -537,18 +535,14 @@ class Model:
     ) -> list[ModelJob]:
         """The distinct jobs of ``queue`` in ``states`` that some target matches."""
         chosen: dict[uuid.UUID, ModelJob] = {}
-        for job_id, retry_count, started_on in _targets(ids):
+        for job_id, retry_count in _targets(ids):
             job = self.jobs.get((queue, job_id))
             if job is None or job.state not in states or job_id in chosen:
                 continue
             if (
                 fenced
                 and retry_count is not None
-                and not (
-                    job.state is JobState.ACTIVE
-                    and job.retry_count == retry_count
-                    and started_on is not None
-                )
+                and not (job.state is JobState.ACTIVE and job.retry_count == retry_count)
             ):
                 continue
             chosen[job_id] = job

@@ -2,12 +2,12 @@
 
 ``ids`` is one id or an iterable of ids, where an id is a UUID, its string form, or a
 :class:`~.records.Job` returned by ``fetch``. A Job fences the change to the attempt it was
-fetched in (same ``retry_count`` and ``started_on``); a bare id acts on the current attempt.
+fetched in, named by its ``retry_count`` (every fetch after the first raises it, so it
+changes exactly when ``started_on`` does); a bare id acts on the current attempt.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Iterable
 
@@ -21,24 +21,23 @@ IdLike = uuid.UUID | str | Job
 
 @attrs.frozen
 class Targets:
-    """Parallel arrays: ids, and the fence (None for bare ids) of each."""
+    """Parallel arrays: ids, and the attempt each is fenced to (None for bare ids)."""
 
     ids: list[uuid.UUID]
     retry_counts: list[int | None]
-    started_ons: list[dt.datetime | None]
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
-def _one(value: object) -> tuple[uuid.UUID, int | None, dt.datetime | None]:
+def _one(value: object) -> tuple[uuid.UUID, int | None]:
     if isinstance(value, Job):
-        return value.id, value.retry_count, value.started_on
+        return value.id, value.retry_count
     if isinstance(value, uuid.UUID):
-        return value, None, None
+        return value, None
     if isinstance(value, str):
         try:
-            return uuid.UUID(value), None, None
+            return uuid.UUID(value), None
         except ValueError:
             pass
     raise InvalidOptions("ids", value, "must be a UUID, a UUID string or a Job")
@@ -53,5 +52,4 @@ def targets(ids: IdLike | Iterable[IdLike]) -> Targets:
     return Targets(
         ids=[p[0] for p in parts],
         retry_counts=[p[1] for p in parts],
-        started_ons=[p[2] for p in parts],
     )

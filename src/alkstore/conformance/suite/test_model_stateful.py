@@ -18,9 +18,8 @@ leave a backoff retry's due time or ``keep_until`` undecided is skipped.
 
 Rules act where they can: each run starts with jobs in both queues, the settling rules are
 enabled only when the model has a job they accept, and half of their targets are drawn among
-such jobs; the other half are anything seen so far: stale attempts (re-fetched, or fetched
-before an ``advance``, which shifts the stored ``started_on`` on both sides), jobs of the
-other queue, deleted jobs.
+such jobs; the other half are anything seen so far: stale attempts (the job was settled or
+fetched again since), jobs of the other queue, deleted jobs.
 
 A failure prints the shrunk steps; ``jobs_<n>`` are the job ids (the job's data is ``n``) and
 ``attempts_<n>`` the fetched or re-read ``Job`` objects used as fences.
