@@ -11,7 +11,7 @@ import datetime as dt
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -38,6 +38,7 @@ from .results import Outcome, Unavailable
 from .server import Server, bench_server
 
 Row = dict[str, Any]
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -111,6 +112,14 @@ def run(
     return document
 
 
+def _arguments(**values: Any) -> dict[str, Any]:
+    """The ``arguments`` section of a document: ``values`` with every sequence made a list."""
+    return {
+        key: list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+        for key, value in values.items()
+    }
+
+
 def cells(consumers: Sequence[int], batches: Sequence[int]) -> list[tuple[int, int]]:
     """Every (consumers, batch) pair, batch-major."""
     return [(c, b) for b in batches for c in consumers]
@@ -118,22 +127,6 @@ def cells(consumers: Sequence[int], batches: Sequence[int]) -> list[tuple[int, i
 
 def _schema(kind: str) -> str:
     return f"{kind}_bench_{os.getpid()}"
-
-
-def _drain_backends(
-    server: Server,
-    progress: BenchProgress,
-    backends: Sequence[Backend],
-    jobs: int,
-    consumers: Sequence[int],
-    batches: Sequence[int],
-    timeout: float,
-) -> list[Outcome]:
-    results: list[Outcome] = []
-    for backend in backends:
-        for c, b in cells(consumers, batches):
-            results.append(_drain_one(server, progress, backend, jobs, c, b, timeout))
-    return results
 
 
 def _drain_one(
@@ -146,10 +139,9 @@ def _drain_one(
     timeout: float,
 ) -> Outcome:
     """One alkstore drain cell, in a process of its own."""
-    label = f"{backend.cell(consumers, batch).label} c={consumers} b={batch}"
     return run_isolated(
         progress,
-        label,
+        backend.cell(consumers, batch).description,
         jobs,
         _alkstore_cell,
         server.dsn,
@@ -207,6 +199,21 @@ def _throughput_chart(rows: Sequence[Row]) -> Callable[[Path, str], Path]:
     return lambda path, title: plot_throughput(path, title, rows)
 
 
+def _bar_chart(ylabel: str, values: Mapping[str, float]) -> Callable[[Path, str], Path]:
+    return lambda path, title: plot_bars(path, title, ylabel, values)
+
+
+def _each(
+    progress: BenchProgress, description: str, items: Sequence[T], one: Callable[[T], Row]
+) -> list[Row]:
+    """``one(item)`` for every item in turn, counted on a progress bar."""
+    rows: list[Row] = []
+    with progress.track(description, len(items), lambda: len(rows)):
+        for item in items:
+            rows.append(one(item))
+    return rows
+
+
 # --- drain ---------------------------------------------------------------------------------
 
 
@@ -220,19 +227,16 @@ def drain(
     batches: Sequence[int],
 ) -> dict[str, Any]:
     """``bench drain``: jobs/s, fetch latency, empty fetches, duplicates, peak RSS per cell."""
-    arguments = {
-        "engine": engine,
-        "drivers": list(drivers),
-        "jobs": jobs,
-        "consumers": list(consumers),
-        "batch": list(batches),
-    }
+    arguments = _arguments(
+        engine=engine, drivers=drivers, jobs=jobs, consumers=consumers, batch=batches
+    )
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
-        backends = [Backend(engine, d) for d in drivers]
-        rows = _rows(
-            _drain_backends(server, progress, backends, jobs, consumers, batches, options.timeout)
-        )
+        rows = [
+            _drain_one(server, progress, Backend(engine, d), jobs, c, b, options.timeout).to_json()
+            for d in drivers
+            for c, b in cells(consumers, batches)
+        ]
         table = Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)
         return Measured({"results": rows}, [table], _throughput_chart(rows))
 
@@ -264,13 +268,13 @@ def contention(
     batches: Sequence[int],
 ) -> dict[str, Any]:
     """``bench contention``: the SKIP LOCKED claim and the atomic-UPDATE claim side by side."""
-    arguments = {
-        "lockfree_engine": lockfree_engine,
-        "drivers": list(drivers),
-        "jobs": jobs,
-        "consumers": list(consumers),
-        "batch": list(batches),
-    }
+    arguments = _arguments(
+        lockfree_engine=lockfree_engine,
+        drivers=drivers,
+        jobs=jobs,
+        consumers=consumers,
+        batch=batches,
+    )
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows: list[Row] = []
@@ -338,33 +342,30 @@ def enqueue(
     batch: int,
 ) -> dict[str, Any]:
     """``bench enqueue``: single ``send`` and ``send_many`` by 1..N concurrent senders."""
-    arguments = {
-        "engine": engine,
-        "drivers": list(drivers),
-        "jobs": jobs,
-        "send_jobs": send_jobs,
-        "senders": list(senders),
-        "batch": batch,
-    }
+    arguments = _arguments(
+        engine=engine,
+        drivers=drivers,
+        jobs=jobs,
+        send_jobs=send_jobs,
+        senders=senders,
+        batch=batch,
+    )
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
-        rows: list[Row] = []
+        def one(cell: tuple[str, str, int]) -> Row:
+            driver, mode, count = cell
+            return enqueue_bench.enqueue_cell(
+                server.dsn,
+                Backend(engine, driver),
+                mode=mode,
+                senders=count,
+                jobs=send_jobs if mode == "send" else jobs,
+                batch=batch,
+                schema=_schema("alkstore"),
+            )
+
         plan = [(d, m, s) for d in drivers for m in enqueue_bench.MODES for s in senders]
-        done = [0]
-        with progress.track("enqueue cells", len(plan), lambda: done[0]):
-            for driver, mode, count in plan:
-                rows.append(
-                    enqueue_bench.enqueue_cell(
-                        server.dsn,
-                        Backend(engine, driver),
-                        mode=mode,
-                        senders=count,
-                        jobs=send_jobs if mode == "send" else jobs,
-                        batch=batch,
-                        schema=_schema("alkstore"),
-                    )
-                )
-                done[0] += 1
+        rows = _each(progress, "enqueue cells", plan, one)
         chart_rows = [
             {
                 "system": r["mode"],
@@ -398,32 +399,28 @@ def latency(
     batch: int,
 ) -> dict[str, Any]:
     """``bench latency``: send -> fetch latency against a polling consumer."""
-    arguments = {
-        "engine": engine,
-        "drivers": list(drivers),
-        "rate": rate,
-        "duration": duration,
-        "poll_interval": poll_interval,
-        "batch": batch,
-    }
+    arguments = _arguments(
+        engine=engine,
+        drivers=drivers,
+        rate=rate,
+        duration=duration,
+        poll_interval=poll_interval,
+        batch=batch,
+    )
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
-        rows: list[Row] = []
-        done = [0]
-        with progress.track("latency cells", len(drivers), lambda: done[0]):
-            for driver in drivers:
-                rows.append(
-                    latency_bench.latency_cell(
-                        server.dsn,
-                        Backend(engine, driver),
-                        rate=rate,
-                        duration=duration,
-                        poll_interval=poll_interval,
-                        batch=batch,
-                        schema=_schema("alkstore"),
-                    )
-                )
-                done[0] += 1
+        def one(driver: str) -> Row:
+            return latency_bench.latency_cell(
+                server.dsn,
+                Backend(engine, driver),
+                rate=rate,
+                duration=duration,
+                poll_interval=poll_interval,
+                batch=batch,
+                schema=_schema("alkstore"),
+            )
+
+        rows = _each(progress, "latency cells", drivers, one)
         notes = [
             f"Polling: a consumer fetches up to {batch} jobs and sleeps "
             f"{poll_interval * 1000:g} ms after any fetch that was not full. "
@@ -432,15 +429,10 @@ def latency(
         table = Table(
             f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes
         )
-
-        def chart(path: Path, title: str) -> Path:
-            return plot_bars(
-                path,
-                title,
-                "send -> fetch p50 / p99 ms",
-                {f"{r['driver']} {q}": r[f"{q}_ms"] or 0.0 for r in rows for q in ("p50", "p99")},
-            )
-
+        chart = _bar_chart(
+            "send -> fetch p50 / p99 ms",
+            {f"{r['driver']} {q}": r[f"{q}_ms"] or 0.0 for r in rows for q in ("p50", "p99")},
+        )
         return Measured({"results": rows}, [table], chart)
 
     return run("latency", options, arguments, measure)
@@ -462,16 +454,16 @@ def scale(
     batch: int,
 ) -> dict[str, Any]:
     """``bench scale``: fetch latency and drain rate at growing queue depths."""
-    arguments = {
-        "engine": engine,
-        "drivers": list(drivers),
-        "depths": list(depths),
-        "finished": finished,
-        "samples": samples,
-        "drain_jobs": drain_jobs,
-        "consumers": consumers,
-        "batch": batch,
-    }
+    arguments = _arguments(
+        engine=engine,
+        drivers=drivers,
+        depths=depths,
+        finished=finished,
+        samples=samples,
+        drain_jobs=drain_jobs,
+        consumers=consumers,
+        batch=batch,
+    )
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows: list[Row] = []
@@ -496,15 +488,10 @@ def scale(
             f"drain: up to {drain_jobs:,} jobs by {consumers} consumers, batch {batch}."
         ]
         table = Table("scale", scale_bench.COLUMNS, rows, notes)
-
-        def chart(path: Path, title: str) -> Path:
-            return plot_bars(
-                path,
-                title,
-                "fetch p50 ms",
-                {f"{r['driver']}: {r['scenario']}": r["fetch_p50_ms"] or 0.0 for r in rows},
-            )
-
+        chart = _bar_chart(
+            "fetch p50 ms",
+            {f"{r['driver']}: {r['scenario']}": r["fetch_p50_ms"] or 0.0 for r in rows},
+        )
         return Measured({"results": rows}, [table], chart)
 
     return run("scale", options, arguments, measure)
@@ -530,14 +517,14 @@ def peers(
     batches: Sequence[int],
 ) -> dict[str, Any]:
     """``bench peers``: alkstore and its peers drain the same jobs on the same server."""
-    arguments = {
-        "engine": engine,
-        "drivers": list(drivers),
-        "peers": list(names),
-        "jobs": jobs,
-        "consumers": list(consumers),
-        "batch": list(batches),
-    }
+    arguments = _arguments(
+        engine=engine,
+        drivers=drivers,
+        peers=names,
+        jobs=jobs,
+        consumers=consumers,
+        batch=batches,
+    )
     unknown = [n for n in names if n not in PEERS]
     if unknown:
         raise ValueError(f"unknown peers {unknown}: choose from {', '.join(PEERS)}")

@@ -10,8 +10,9 @@ statements) before the clock starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -21,8 +22,8 @@ import alkstore
 from ..core.records import Job
 from ..core.states import JobState
 from ..engines import engine_class
-from .loops import Tally, run_tasks, run_threads
-from .measure import peak_rss_bytes, reset_peak_rss
+from .loops import LoopOutcome, Tally, run_tasks, run_threads, tracked
+from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
 from .progress import Progress
 from .results import Cell, DrainResult
 from .server import checkpoint, drop_schema
@@ -95,16 +96,33 @@ class Backend:
         )
 
 
+def alkstore_row(backend: Backend, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON row of an alkstore cell: system, engine, driver, ``fields``, then the peak RSS."""
+    return {
+        "system": "alkstore",
+        "engine": backend.engine,
+        "driver": backend.driver,
+        **fields,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
 def job_specs(start: int, count: int) -> list[dict[str, Any]]:
     """``send_many`` arguments for ``count`` small jobs numbered from ``start``."""
     return [{"data": {"n": n}} for n in range(start, start + count)]
 
 
+def numbered_batches(jobs: int) -> Iterator[range]:
+    """The job numbers ``0 .. jobs - 1`` in batches of :data:`SEND_BATCH`."""
+    for start in range(0, jobs, SEND_BATCH):
+        yield range(start, min(jobs, start + SEND_BATCH))
+
+
 def send_in_batches(send_many: Callable[[list[dict[str, Any]]], object], jobs: int) -> float:
     """Send ``jobs`` jobs in batches of :data:`SEND_BATCH`; the seconds it took."""
     began = time.perf_counter()
-    for start in range(0, jobs, SEND_BATCH):
-        send_many(job_specs(start, min(SEND_BATCH, jobs - start)))
+    for numbers in numbered_batches(jobs):
+        send_many(job_specs(numbers.start, len(numbers)))
     return time.perf_counter() - began
 
 
@@ -113,8 +131,8 @@ async def send_in_batches_async(
 ) -> float:
     """:func:`send_in_batches` for an async store."""
     began = time.perf_counter()
-    for start in range(0, jobs, SEND_BATCH):
-        await send_many(job_specs(start, min(SEND_BATCH, jobs - start)))
+    for numbers in numbered_batches(jobs):
+        await send_many(job_specs(numbers.start, len(numbers)))
     return time.perf_counter() - began
 
 
@@ -133,6 +151,78 @@ def cell_schema(index: int) -> str:
     return f"alkstore_bench_{index}"
 
 
+def store_threads(
+    store: alkstore.Store, queue: str, consumers: int, batch: int, tally: Tally, timeout: float
+) -> LoopOutcome:
+    """:func:`~alkstore.bench.loops.run_threads` fetching from and completing on ``queue``."""
+    return run_threads(
+        consumers,
+        batch,
+        lambda n: store.fetch(queue, batch_size=n),
+        lambda done: store.complete(queue, done),
+        job_id,
+        tally,
+        timeout,
+    )
+
+
+async def store_tasks(
+    store: alkstore.AsyncStore,
+    queue: str,
+    consumers: int,
+    batch: int,
+    tally: Tally,
+    timeout: float,
+) -> LoopOutcome:
+    """:func:`store_threads` for an async store (:func:`~alkstore.bench.loops.run_tasks`)."""
+
+    async def fetch(n: int) -> Sequence[Job]:
+        return await store.fetch(queue, batch_size=n)
+
+    return await run_tasks(
+        consumers, batch, fetch, lambda done: store.complete(queue, done), job_id, tally, timeout
+    )
+
+
+@attrs.define
+class _Drain:
+    """One drain cell: what it is given, and every step of it that is not store I/O."""
+
+    dsn: str
+    backend: Backend
+    jobs: int
+    consumers: int
+    batch: int
+    schema: str
+    progress: Progress
+    timeout: float
+    peak_rss: int | None = attrs.field(default=None, init=False)
+
+    @property
+    def warmup(self) -> int:
+        """Jobs of the untimed warm-up drain."""
+        return warmup_jobs(self.consumers, self.batch)
+
+    @contextlib.contextmanager
+    def timed(self) -> Iterator[Tally]:
+        """Around the timed drain: reset the peak RSS, show progress, then read the peak RSS."""
+        reset_peak_rss()
+        with tracked(self.progress, self.cell.description, self.jobs) as tally:
+            yield tally
+        self.peak_rss = peak_rss_bytes()
+
+    @property
+    def cell(self) -> Cell:
+        """The table cell of this drain."""
+        return self.backend.cell(self.consumers, self.batch)
+
+    def result(self, outcome: LoopOutcome, completed: int, enqueue_seconds: float) -> DrainResult:
+        """The row of this drain."""
+        return DrainResult.from_outcome(
+            self.cell, self.jobs, outcome, completed, self.peak_rss, enqueue_seconds
+        )
+
+
 def drain_alkstore(
     dsn: str,
     backend: Backend,
@@ -145,98 +235,48 @@ def drain_alkstore(
     timeout: float = DEFAULT_TIMEOUT,
 ) -> DrainResult:
     """One measured drain of ``jobs`` jobs by ``consumers`` consumers, ``batch`` a fetch."""
+    cell = _Drain(dsn, backend, jobs, consumers, batch, schema, progress, timeout)
     try:
-        if backend.is_async:
-            return asyncio.run(
-                _drain_async(dsn, backend, jobs, consumers, batch, schema, progress, timeout)
-            )
-        return _drain_sync(dsn, backend, jobs, consumers, batch, schema, progress, timeout)
+        return asyncio.run(_drain_async(cell)) if backend.is_async else _drain_sync(cell)
     finally:
         drop_schema(dsn, schema)
 
 
-def _drain_sync(
-    dsn: str,
-    backend: Backend,
-    jobs: int,
-    consumers: int,
-    batch: int,
-    schema: str,
-    progress: Progress,
-    timeout: float,
-) -> DrainResult:
-    cell = backend.cell(consumers, batch)
-    with backend.open_sync(dsn, schema, pool_size=consumers) as store:
+def _drain_sync(d: _Drain) -> DrainResult:
+    with d.backend.open_sync(d.dsn, d.schema, pool_size=d.consumers) as store:
         for queue in (QUEUE, WARMUP_QUEUE):
             store.create_queue(queue)
 
-        def loops(queue: str, tally: Tally) -> Any:
-            return run_threads(
-                consumers,
-                batch,
-                lambda n: store.fetch(queue, batch_size=n),
-                lambda done: store.complete(queue, done),
-                job_id,
-                tally,
-                timeout,
-            )
+        def loops(queue: str, tally: Tally) -> LoopOutcome:
+            return store_threads(store, queue, d.consumers, d.batch, tally, d.timeout)
 
-        enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), jobs)
-        warm = warmup_jobs(consumers, batch)
-        send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), warm)
-        loops(WARMUP_QUEUE, Tally(warm))
-        checkpoint(dsn)
-        reset_peak_rss()
-        tally = Tally(jobs)
-        with progress.track(f"{cell.label} c={consumers} b={batch}", jobs, lambda: tally.completed):
+        enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), d.jobs)
+        send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
+        loops(WARMUP_QUEUE, Tally(d.warmup))
+        checkpoint(d.dsn)
+        with d.timed() as tally:
             outcome = loops(QUEUE, tally)
-        rss = peak_rss_bytes()
         completed = store.queue_stats(QUEUE).counts[JobState.COMPLETED]
-    return DrainResult.from_outcome(cell, jobs, outcome, completed, rss, enqueue_seconds)
+    return d.result(outcome, completed, enqueue_seconds)
 
 
-async def _drain_async(
-    dsn: str,
-    backend: Backend,
-    jobs: int,
-    consumers: int,
-    batch: int,
-    schema: str,
-    progress: Progress,
-    timeout: float,
-) -> DrainResult:
-    cell = backend.cell(consumers, batch)
-    store = await backend.open_async(dsn, schema, pool_size=consumers)
+async def _drain_async(d: _Drain) -> DrainResult:
+    store = await d.backend.open_async(d.dsn, d.schema, pool_size=d.consumers)
     async with store:
         for queue in (QUEUE, WARMUP_QUEUE):
             await store.create_queue(queue)
 
-        async def fetch(queue: str, n: int) -> Sequence[Job]:
-            return await store.fetch(queue, batch_size=n)
+        async def loops(queue: str, tally: Tally) -> LoopOutcome:
+            return await store_tasks(store, queue, d.consumers, d.batch, tally, d.timeout)
 
-        async def loops(queue: str, tally: Tally) -> Any:
-            return await run_tasks(
-                consumers,
-                batch,
-                lambda n: fetch(queue, n),
-                lambda done: store.complete(queue, done),
-                job_id,
-                tally,
-                timeout,
-            )
-
-        enqueue_seconds = await send_in_batches_async(lambda s: store.send_many(QUEUE, s), jobs)
-        warm = warmup_jobs(consumers, batch)
-        await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), warm)
-        await loops(WARMUP_QUEUE, Tally(warm))
-        await asyncio.to_thread(checkpoint, dsn)
-        reset_peak_rss()
-        tally = Tally(jobs)
-        with progress.track(f"{cell.label} c={consumers} b={batch}", jobs, lambda: tally.completed):
+        enqueue_seconds = await send_in_batches_async(lambda s: store.send_many(QUEUE, s), d.jobs)
+        await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
+        await loops(WARMUP_QUEUE, Tally(d.warmup))
+        await asyncio.to_thread(checkpoint, d.dsn)
+        with d.timed() as tally:
             outcome = await loops(QUEUE, tally)
-        rss = peak_rss_bytes()
         completed = (await store.queue_stats(QUEUE)).counts[JobState.COMPLETED]
-    return DrainResult.from_outcome(cell, jobs, outcome, completed, rss, enqueue_seconds)
+    return d.result(outcome, completed, enqueue_seconds)
 
 
 __all__ = [
@@ -246,10 +286,14 @@ __all__ = [
     "SEND_BATCH",
     "SYNC_DRIVERS",
     "Backend",
+    "alkstore_row",
     "cell_schema",
     "drain_alkstore",
     "job_specs",
+    "numbered_batches",
     "send_in_batches",
     "send_in_batches_async",
+    "store_tasks",
+    "store_threads",
     "warmup_jobs",
 ]

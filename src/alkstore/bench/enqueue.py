@@ -8,20 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
 from typing import Any
 
-from .drain import QUEUE, Backend, job_specs
+import attrs
+
+from .drain import QUEUE, Backend, alkstore_row, job_specs
 from .loops import run_workers, run_workers_async
-from .measure import Latency, peak_rss_bytes, rate, reset_peak_rss
-from .report import Column
+from .measure import Latency, rate, reset_peak_rss
+from .report import BACKEND_COLUMNS, PEAK_RSS_COLUMN, Column
 from .server import checkpoint, drop_schema
 
 MODES = ("send", "send_many")
 """``send``: one job a call; ``send_many``: ``batch`` jobs a call."""
 
 COLUMNS = (
-    Column("engine", "engine", justify="left"),
-    Column("driver", "driver", justify="left"),
+    *BACKEND_COLUMNS,
     Column("mode", "mode", justify="left"),
     Column("senders", "senders"),
     Column("batch", "jobs/call"),
@@ -29,7 +31,7 @@ COLUMNS = (
     Column("jobs_per_s", "jobs/s"),
     Column("call_p50_ms", "call p50 ms", 2),
     Column("call_p99_ms", "call p99 ms", 2),
-    Column("peak_rss_mb", "peak RSS MiB", 1),
+    PEAK_RSS_COLUMN,
 )
 
 
@@ -43,82 +45,93 @@ def _calls(jobs: int, batch: int) -> list[int]:
     return [min(batch, jobs - start) for start in range(0, jobs, batch)]
 
 
+@attrs.frozen
+class _Senders:
+    """One enqueue cell: what it is given, and every step of it that is not store I/O."""
+
+    dsn: str
+    backend: Backend
+    mode: str
+    senders: int
+    jobs: int
+    per_call: int
+    schema: str
+
+    def timed_calls(self, index: int, samples: list[float], limit: int | None) -> Iterator[int]:
+        """The call sizes of sender ``index`` (the first ``limit``), each call timed.
+
+        The caller makes call ``n`` in the body of its ``for`` loop; the time from the yield
+        until the loop asks for the next size is appended to ``samples``.
+        """
+        for n in _calls(_split(self.jobs, self.senders, index), self.per_call)[:limit]:
+            began = time.perf_counter()
+            yield n
+            samples.append(time.perf_counter() - began)
+
+
 def enqueue_cell(
     dsn: str, backend: Backend, *, mode: str, senders: int, jobs: int, batch: int, schema: str
 ) -> dict[str, Any]:
     """Time ``jobs`` jobs sent by ``senders`` concurrent senders; one JSON row."""
     per_call = 1 if mode == "send" else batch
+    cell = _Senders(dsn, backend, mode, senders, jobs, per_call, schema)
     try:
-        if backend.is_async:
-            seconds, samples = asyncio.run(
-                _async_cell(dsn, backend, mode, senders, jobs, per_call, schema)
-            )
-        else:
-            seconds, samples = _sync_cell(dsn, backend, mode, senders, jobs, per_call, schema)
+        seconds, samples = asyncio.run(_async_cell(cell)) if backend.is_async else _sync_cell(cell)
     finally:
         drop_schema(dsn, schema)
     latency = Latency.of(samples)
-    return {
-        "system": "alkstore",
-        "engine": backend.engine,
-        "driver": backend.driver,
-        "mode": mode,
-        "senders": senders,
-        "batch": per_call,
-        "jobs": jobs,
-        "seconds": round(seconds, 4),
-        "jobs_per_s": round(rate(jobs, seconds), 1),
-        "call_p50_ms": latency.p50_ms,
-        "call_p99_ms": latency.p99_ms,
-        "peak_rss_mb": round(peak_rss_bytes() / 2**20, 1),
-    }
+    return alkstore_row(
+        backend,
+        {
+            "mode": mode,
+            "senders": senders,
+            "batch": per_call,
+            "jobs": jobs,
+            "seconds": round(seconds, 4),
+            "jobs_per_s": round(rate(jobs, seconds), 1),
+            "call_p50_ms": latency.p50_ms,
+            "call_p99_ms": latency.p99_ms,
+        },
+    )
 
 
-def _sync_cell(
-    dsn: str, backend: Backend, mode: str, senders: int, jobs: int, per_call: int, schema: str
-) -> tuple[float, list[float]]:
-    with backend.open_sync(dsn, schema, pool_size=senders) as store:
+def _sync_cell(c: _Senders) -> tuple[float, list[float]]:
+    with c.backend.open_sync(c.dsn, c.schema, pool_size=c.senders) as store:
         store.create_queue(QUEUE)
 
         def work(index: int, limit: int | None = None) -> list[float]:
-            samples = []
-            for n in _calls(_split(jobs, senders, index), per_call)[:limit]:
-                began = time.perf_counter()
-                if mode == "send":
+            samples: list[float] = []
+            for n in c.timed_calls(index, samples, limit):
+                if c.mode == "send":
                     store.send(QUEUE, {"n": index})
                 else:
                     store.send_many(QUEUE, job_specs(0, n))
-                samples.append(time.perf_counter() - began)
             return samples
 
-        run_workers(senders, lambda i: work(i, 1))  # warm-up: opens the connections
-        checkpoint(dsn)
+        run_workers(c.senders, lambda i: work(i, 1))  # warm-up: opens the connections
+        checkpoint(c.dsn)
         reset_peak_rss()
-        return run_workers(senders, work)
+        return run_workers(c.senders, work)
 
 
-async def _async_cell(
-    dsn: str, backend: Backend, mode: str, senders: int, jobs: int, per_call: int, schema: str
-) -> tuple[float, list[float]]:
-    store = await backend.open_async(dsn, schema, pool_size=senders)
+async def _async_cell(c: _Senders) -> tuple[float, list[float]]:
+    store = await c.backend.open_async(c.dsn, c.schema, pool_size=c.senders)
     async with store:
         await store.create_queue(QUEUE)
 
         async def work(index: int, limit: int | None = None) -> list[float]:
-            samples = []
-            for n in _calls(_split(jobs, senders, index), per_call)[:limit]:
-                began = time.perf_counter()
-                if mode == "send":
+            samples: list[float] = []
+            for n in c.timed_calls(index, samples, limit):
+                if c.mode == "send":
                     await store.send(QUEUE, {"n": index})
                 else:
                     await store.send_many(QUEUE, job_specs(0, n))
-                samples.append(time.perf_counter() - began)
             return samples
 
-        await run_workers_async(senders, lambda i: work(i, 1))  # warm-up
-        await asyncio.to_thread(checkpoint, dsn)
+        await run_workers_async(c.senders, lambda i: work(i, 1))  # warm-up
+        await asyncio.to_thread(checkpoint, c.dsn)
         reset_peak_rss()
-        return await run_workers_async(senders, work)
+        return await run_workers_async(c.senders, work)
 
 
 __all__ = ["COLUMNS", "MODES", "enqueue_cell"]

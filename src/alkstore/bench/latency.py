@@ -14,20 +14,19 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..core.records import Job
-from .drain import QUEUE, Backend
-from .measure import Latency, peak_rss_bytes, reset_peak_rss
-from .report import Column
+from .drain import QUEUE, Backend, alkstore_row
+from .measure import Latency, reset_peak_rss
+from .report import BACKEND_COLUMNS, Column
 from .server import drop_schema
 
 WAKEUPS_UNAVAILABLE = "not available: LISTEN/NOTIFY wake-ups are not implemented yet"
 
 COLUMNS = (
-    Column("engine", "engine", justify="left"),
-    Column("driver", "driver", justify="left"),
+    *BACKEND_COLUMNS,
     Column("rate", "jobs/s sent"),
     Column("poll_interval_ms", "poll interval ms"),
     Column("batch", "batch"),
@@ -40,8 +39,37 @@ COLUMNS = (
 )
 
 
-def _waits(jobs: Sequence[Job], now: float) -> list[float]:
-    return [now - float(job.data["sent"]) for job in jobs]
+class _Receiver:
+    """The consumer's side of a latency cell: the waits it saw, until it has them all."""
+
+    def __init__(self, total: int, rate: float) -> None:
+        self.total = total
+        self.waits: list[float] = []
+        """Seconds from each job's ``send`` until the fetch that returned it."""
+        self.deadline = time.monotonic() + total / rate + 60.0
+        """When the consumer gives up waiting for the last jobs."""
+
+    @property
+    def running(self) -> bool:
+        """Jobs remain to be received, and the deadline has not passed."""
+        return len(self.waits) < self.total and time.monotonic() < self.deadline
+
+    def received(self, jobs: Sequence[Job]) -> None:
+        """Record the waits of fetched ``jobs`` (now is when the fetch returned)."""
+        now = time.perf_counter()
+        self.waits.extend(now - float(job.data["sent"]) for job in jobs)
+
+
+def _delays(total: int, rate: float) -> Iterator[float]:
+    """Before each of ``total`` sends: how long to wait so they go out at ``rate`` a second."""
+    began = time.perf_counter()
+    for n in range(total):
+        yield began + n / rate - time.perf_counter()
+
+
+def _sent() -> dict[str, Any]:
+    """The data of a job: when its ``send`` began."""
+    return {"sent": time.perf_counter()}
 
 
 def latency_cell(
@@ -62,43 +90,36 @@ def latency_cell(
     finally:
         drop_schema(dsn, schema)
     latency = Latency.of(waits)
-    return {
-        "system": "alkstore",
-        "engine": backend.engine,
-        "driver": backend.driver,
-        "rate": rate,
-        "duration_s": duration,
-        "poll_interval_ms": round(poll_interval * 1000),
-        "batch": batch,
-        "sent": total,
-        "received": len(waits),
-        "p50_ms": latency.p50_ms,
-        "p95_ms": latency.p95_ms,
-        "p99_ms": latency.p99_ms,
-        "max_ms": max(waits) * 1000 if waits else None,
-        "with_wakeups": WAKEUPS_UNAVAILABLE,
-        "peak_rss_mb": round(peak_rss_bytes() / 2**20, 1),
-    }
-
-
-def _deadline(total: int, rate: float) -> float:
-    """When the consumer gives up waiting for the last jobs."""
-    return time.monotonic() + total / rate + 60.0
+    return alkstore_row(
+        backend,
+        {
+            "rate": rate,
+            "duration_s": duration,
+            "poll_interval_ms": round(poll_interval * 1000),
+            "batch": batch,
+            "sent": total,
+            "received": len(waits),
+            "p50_ms": latency.p50_ms,
+            "p95_ms": latency.p95_ms,
+            "p99_ms": latency.p99_ms,
+            "max_ms": max(waits) * 1000 if waits else None,
+            "with_wakeups": WAKEUPS_UNAVAILABLE,
+        },
+    )
 
 
 def _run_sync(
     dsn: str, backend: Backend, rate: float, total: int, interval: float, batch: int, schema: str
 ) -> list[float]:
-    waits: list[float] = []
     with backend.open_sync(dsn, schema, pool_size=2) as store:
         store.create_queue(QUEUE)
-        deadline = _deadline(total, rate)
+        receiver = _Receiver(total, rate)
         reset_peak_rss()
 
         def consume() -> None:
-            while len(waits) < total and time.monotonic() < deadline:
+            while receiver.running:
                 jobs = store.fetch(QUEUE, batch_size=batch)
-                waits.extend(_waits(jobs, time.perf_counter()))
+                receiver.received(jobs)
                 if jobs:
                     store.complete(QUEUE, jobs)
                 if len(jobs) < batch:
@@ -106,48 +127,39 @@ def _run_sync(
 
         consumer = threading.Thread(target=consume, name="bench-latency-consumer", daemon=True)
         consumer.start()
-        began = time.perf_counter()
-        for n in range(total):
-            _pause_until(began + n / rate)
-            store.send(QUEUE, {"sent": time.perf_counter()})
+        for delay in _delays(total, rate):
+            if delay > 0:
+                time.sleep(delay)
+            store.send(QUEUE, _sent())
         consumer.join()
-    return waits
-
-
-def _pause_until(moment: float) -> None:
-    delay = moment - time.perf_counter()
-    if delay > 0:
-        time.sleep(delay)
+    return receiver.waits
 
 
 async def _latency_async(
     dsn: str, backend: Backend, rate: float, total: int, interval: float, batch: int, schema: str
 ) -> list[float]:
-    waits: list[float] = []
     store = await backend.open_async(dsn, schema, pool_size=2)
     async with store:
         await store.create_queue(QUEUE)
-        deadline = _deadline(total, rate)
+        receiver = _Receiver(total, rate)
         reset_peak_rss()
 
         async def consume() -> None:
-            while len(waits) < total and time.monotonic() < deadline:
+            while receiver.running:
                 jobs = await store.fetch(QUEUE, batch_size=batch)
-                waits.extend(_waits(jobs, time.perf_counter()))
+                receiver.received(jobs)
                 if jobs:
                     await store.complete(QUEUE, jobs)
                 if len(jobs) < batch:
                     await asyncio.sleep(interval)
 
         consumer = asyncio.ensure_future(consume())
-        began = time.perf_counter()
-        for n in range(total):
-            delay = began + n / rate - time.perf_counter()
+        for delay in _delays(total, rate):
             if delay > 0:
                 await asyncio.sleep(delay)
-            await store.send(QUEUE, {"sent": time.perf_counter()})
+            await store.send(QUEUE, _sent())
         await consumer
-    return waits
+    return receiver.waits
 
 
 __all__ = ["COLUMNS", "WAKEUPS_UNAVAILABLE", "latency_cell"]

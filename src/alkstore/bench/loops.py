@@ -13,12 +13,15 @@ still queued (or held by a concurrent claim that had not returned yet).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import attrs
+
+from .progress import Progress
 
 SyncFetch = Callable[[int], Sequence[Any]]
 """Claim up to ``batch`` jobs; returns them (any objects)."""
@@ -57,6 +60,23 @@ class Tally:
         """Jobs remain to be claimed and nobody asked to stop."""
         return self.claimed < self.target and not self.stop
 
+    def go_on(self, deadline: float) -> bool:
+        """:attr:`running`, and the ``deadline`` (``time.monotonic``) not passed: else stop."""
+        if not self.running:
+            return False
+        if time.monotonic() > deadline:
+            self.stop = True
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def tracked(progress: Progress, description: str, target: int) -> Iterator[Tally]:
+    """A fresh :class:`Tally` of ``target`` jobs, its completions shown while the block runs."""
+    tally = Tally(target)
+    with progress.track(description, target, lambda: tally.completed):
+        yield tally
+
 
 @attrs.define
 class ConsumerLog:
@@ -65,6 +85,17 @@ class ConsumerLog:
     ids: list[Hashable] = attrs.field(factory=list)
     fetch_seconds: list[float] = attrs.field(factory=list)
     empty_fetches: int = 0
+
+    def fetched(self, jobs: Sequence[Any], seconds: float, tally: Tally, id_of: IdOf) -> bool:
+        """Record a fetch that took ``seconds``; whether it returned jobs (to complete)."""
+        self.fetch_seconds.append(seconds)
+        if not jobs:
+            if tally.claimed < tally.target:
+                self.empty_fetches += 1
+            return False
+        tally.claim(len(jobs))
+        self.ids.extend(id_of(job) for job in jobs)
+        return True
 
 
 @attrs.frozen
@@ -104,6 +135,47 @@ class LoopOutcome:
         )
 
 
+def _on_threads(
+    count: int,
+    body: Callable[[int], None],
+    name: str | None = None,
+    on_error: Callable[[], None] | None = None,
+) -> float:
+    """``body(index)`` on ``count`` threads released at once; wall seconds until all ended.
+
+    The first error a body raised is raised here, after every thread ended; ``on_error`` is
+    called as soon as a body fails (to stop the others early).
+    """
+    errors: list[BaseException] = []
+    start = threading.Barrier(count + 1)
+
+    def run(index: int) -> None:
+        start.wait()
+        try:
+            body(index)
+        except BaseException as exc:
+            errors.append(exc)
+            if on_error is not None:
+                on_error()
+
+    threads = [
+        threading.Thread(
+            target=run, args=(i,), name=None if name is None else f"{name}-{i}", daemon=True
+        )
+        for i in range(count)
+    ]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    if errors:
+        raise errors[0]
+    return seconds
+
+
 def run_threads(
     consumers: int,
     batch: int,
@@ -115,45 +187,21 @@ def run_threads(
 ) -> LoopOutcome:
     """Run ``consumers`` threads of fetch + complete until ``tally.target`` jobs are claimed."""
     logs = [ConsumerLog() for _ in range(consumers)]
-    errors: list[BaseException] = []
-    start = threading.Barrier(consumers + 1)
     deadline = time.monotonic() + timeout
 
-    def consume(log: ConsumerLog) -> None:
-        start.wait()
-        try:
-            while tally.running:
-                if time.monotonic() > deadline:
-                    tally.stop = True
-                    break
-                began = time.perf_counter()
-                jobs = fetch(batch)
-                log.fetch_seconds.append(time.perf_counter() - began)
-                if not jobs:
-                    if tally.claimed < tally.target:
-                        log.empty_fetches += 1
-                    continue
-                tally.claim(len(jobs))
-                log.ids.extend(id_of(job) for job in jobs)
+    def consume(index: int) -> None:
+        log = logs[index]
+        while tally.go_on(deadline):
+            began = time.perf_counter()
+            jobs = fetch(batch)
+            if log.fetched(jobs, time.perf_counter() - began, tally, id_of):
                 complete(jobs)
                 tally.complete(len(jobs))
-        except BaseException as exc:
-            errors.append(exc)
-            tally.stop = True
 
-    threads = [
-        threading.Thread(target=consume, args=(log,), name=f"bench-consumer-{n}", daemon=True)
-        for n, log in enumerate(logs)
-    ]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - began
-    if errors:
-        raise errors[0]
+    def stop() -> None:
+        tally.stop = True
+
+    seconds = _on_threads(consumers, consume, "bench-consumer", stop)
     return LoopOutcome.gather(seconds, logs, tally, timed_out=tally.stop)
 
 
@@ -171,22 +219,14 @@ async def run_tasks(
     deadline = time.monotonic() + timeout
 
     async def consume(log: ConsumerLog) -> None:
-        while tally.running:
-            if time.monotonic() > deadline:
-                tally.stop = True
-                break
+        while tally.go_on(deadline):
             began = time.perf_counter()
             jobs = await fetch(batch)
-            log.fetch_seconds.append(time.perf_counter() - began)
-            if not jobs:
-                if tally.claimed < tally.target:
-                    log.empty_fetches += 1
+            if log.fetched(jobs, time.perf_counter() - began, tally, id_of):
+                await complete(jobs)
+                tally.complete(len(jobs))
+            else:
                 await asyncio.sleep(0)  # let the other consumers' claims return
-                continue
-            tally.claim(len(jobs))
-            log.ids.extend(id_of(job) for job in jobs)
-            await complete(jobs)
-            tally.complete(len(jobs))
 
     began = time.perf_counter()
     tasks = [asyncio.ensure_future(consume(log)) for log in logs]
@@ -205,26 +245,11 @@ async def run_tasks(
 def run_workers(count: int, work: Callable[[int], list[float]]) -> tuple[float, list[float]]:
     """Run ``work(index)`` on ``count`` threads at once; wall seconds and all returned samples."""
     results: list[list[float]] = [[] for _ in range(count)]
-    errors: list[BaseException] = []
-    start = threading.Barrier(count + 1)
 
     def body(index: int) -> None:
-        start.wait()
-        try:
-            results[index] = work(index)
-        except BaseException as exc:
-            errors.append(exc)
+        results[index] = work(index)
 
-    threads = [threading.Thread(target=body, args=(i,), daemon=True) for i in range(count)]
-    for thread in threads:
-        thread.start()
-    start.wait()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    seconds = time.perf_counter() - began
-    if errors:
-        raise errors[0]
+    seconds = _on_threads(count, body)
     return seconds, [s for samples in results for s in samples]
 
 
@@ -250,4 +275,5 @@ __all__ = [
     "run_threads",
     "run_workers",
     "run_workers_async",
+    "tracked",
 ]

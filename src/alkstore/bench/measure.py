@@ -71,4 +71,9 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
-__all__ = ["Latency", "peak_rss_bytes", "percentile", "rate", "reset_peak_rss"]
+def peak_rss_mb() -> float:
+    """:func:`peak_rss_bytes` in MiB, rounded to 0.1 (the ``peak_rss_mb`` of a JSON row)."""
+    return round(peak_rss_bytes() / 2**20, 1)
+
+
+__all__ = ["Latency", "peak_rss_bytes", "peak_rss_mb", "percentile", "rate", "reset_peak_rss"]

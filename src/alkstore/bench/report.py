@@ -63,10 +63,18 @@ class Column:
 
 IDENTITY_KEYS = frozenset({"system", "engine", "driver", "consumers", "batch", "label"})
 
-DRAIN_COLUMNS = (
-    Column("system", "system", justify="left"),
+BACKEND_COLUMNS = (
     Column("engine", "engine", justify="left"),
     Column("driver", "driver", justify="left"),
+)
+"""The engine and driver of a row (the first columns of the alkstore-only tables)."""
+
+PEAK_RSS_COLUMN = Column("peak_rss_mb", "peak RSS MiB", 1)
+"""The peak RSS of the process that measured a row."""
+
+DRAIN_COLUMNS = (
+    Column("system", "system", justify="left"),
+    *BACKEND_COLUMNS,
     Column("consumers", "consumers"),
     Column("batch", "batch"),
     Column("jobs_per_s", "jobs/s"),
@@ -75,7 +83,7 @@ DRAIN_COLUMNS = (
     Column("empty_fetches", "empty fetches"),
     Column("duplicates", "duplicates"),
     Column("completed", "completed"),
-    Column("peak_rss_mb", "peak RSS MiB", 1),
+    PEAK_RSS_COLUMN,
 )
 """The columns of a drain table (drain, contention, peers)."""
 
@@ -204,7 +212,9 @@ def plot_bars(path: Path, title: str, ylabel: str, values: Mapping[str, float]) 
 
 
 __all__ = [
+    "BACKEND_COLUMNS",
     "DRAIN_COLUMNS",
+    "PEAK_RSS_COLUMN",
     "BenchProgress",
     "Column",
     "default_json_path",

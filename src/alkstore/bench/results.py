@@ -30,6 +30,11 @@ class Cell:
         parts = [p for p in (self.engine, self.driver) if p]
         return f"{self.system} {'/'.join(parts)}".strip()
 
+    @property
+    def description(self) -> str:
+        """The progress-bar text of a drain in this cell: ``label c=<consumers> b=<batch>``."""
+        return f"{self.label} c={self.consumers} b={self.batch}"
+
     def to_json(self) -> dict[str, Any]:
         """The identifying columns of a JSON row."""
         return {

@@ -12,19 +12,20 @@ fetching ``batch`` at a time (the drain rate).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 import psycopg
 
-from ..core.records import Job
 from ..engines.postgres.identifiers import quote_schema
-from .drain import QUEUE, Backend, job_id
-from .loops import LoopOutcome, Tally, run_tasks, run_threads
-from .measure import Latency, peak_rss_bytes, rate, reset_peak_rss
+from .drain import QUEUE, Backend, alkstore_row, store_tasks, store_threads
+from .loops import LoopOutcome, Tally, tracked
+from .measure import Latency, rate, reset_peak_rss
 from .progress import Progress
-from .report import Column
+from .report import PEAK_RSS_COLUMN, Column
 from .server import admin_connection, checkpoint, drop_schema
 
 FILL_CHUNK = 100_000
@@ -39,7 +40,7 @@ COLUMNS = (
     Column("fetch_p99_ms", "fetch p99 ms", 2),
     Column("drain_jobs_per_s", "drain jobs/s"),
     Column("duplicates", "duplicates"),
-    Column("peak_rss_mb", "peak RSS MiB", 1),
+    PEAK_RSS_COLUMN,
 )
 
 
@@ -111,41 +112,16 @@ def scale_cell(
     timeout: float,
 ) -> dict[str, Any]:
     """Fill, then measure fetch latency and drain rate; one JSON row."""
+    cell = _Scale(
+        dsn, backend, scenario, samples, drain_jobs, consumers, batch, schema, progress, timeout
+    )
     try:
-        if backend.is_async:
-            return asyncio.run(
-                _cell_async(
-                    dsn,
-                    backend,
-                    scenario,
-                    samples,
-                    drain_jobs,
-                    consumers,
-                    batch,
-                    schema,
-                    progress,
-                    timeout,
-                )
-            )
-        return _cell_sync(
-            dsn,
-            backend,
-            scenario,
-            samples,
-            drain_jobs,
-            consumers,
-            batch,
-            schema,
-            progress,
-            timeout,
-        )
+        return asyncio.run(_cell_async(cell)) if backend.is_async else _cell_sync(cell)
     finally:
         drop_schema(dsn, schema)
 
 
 def _fill_all(dsn: str, schema: str, scenario: Scenario, progress: Progress) -> float:
-    import time
-
     began = time.perf_counter()
     done = [0]
     with progress.track(
@@ -162,129 +138,88 @@ def _fill_all(dsn: str, schema: str, scenario: Scenario, progress: Progress) -> 
     return time.perf_counter() - began
 
 
-def _row(
-    backend: Backend,
-    scenario: Scenario,
-    fill_seconds: float,
-    sampled: LoopOutcome,
-    drained: LoopOutcome,
-    consumers: int,
-    batch: int,
-) -> dict[str, Any]:
-    fetch = Latency.of(sampled.fetch_seconds)
-    return {
-        "system": "alkstore",
-        "engine": backend.engine,
-        "driver": backend.driver,
-        "scenario": scenario.name,
-        "queued": scenario.queued,
-        "finished": scenario.finished,
-        "fill_s": round(fill_seconds, 2),
-        "fetch_samples": fetch.count,
-        "fetch_p50_ms": fetch.p50_ms,
-        "fetch_p95_ms": fetch.p95_ms,
-        "fetch_p99_ms": fetch.p99_ms,
-        "consumers": consumers,
-        "batch": batch,
-        "drain_jobs": drained.completed,
-        "drain_seconds": round(drained.seconds, 4),
-        "drain_jobs_per_s": round(rate(drained.completed, drained.seconds), 1),
-        "empty_fetches": drained.empty_fetches,
-        "duplicates": sampled.duplicates
-        + drained.duplicates
-        + len(set(sampled.ids) & set(drained.ids)),
-        "timed_out": sampled.timed_out or drained.timed_out,
-        "peak_rss_mb": round(peak_rss_bytes() / 2**20, 1),
-    }
+@attrs.frozen
+class _Scale:
+    """One scale cell: what it is given, and every step of it that is not store I/O."""
 
+    dsn: str
+    backend: Backend
+    scenario: Scenario
+    samples: int
+    drain_jobs: int
+    consumers: int
+    batch: int
+    schema: str
+    progress: Progress
+    timeout: float
 
-def _targets(scenario: Scenario, samples: int, drain_jobs: int) -> tuple[int, int]:
-    sample_target = min(samples, scenario.queued)
-    return sample_target, min(drain_jobs, scenario.queued - sample_target)
+    def fill(self) -> float:
+        """Fill the job table for the scenario; the seconds it took."""
+        return _fill_all(self.dsn, self.schema, self.scenario, self.progress)
 
-
-def _cell_sync(
-    dsn: str,
-    backend: Backend,
-    scenario: Scenario,
-    samples: int,
-    drain_jobs: int,
-    consumers: int,
-    batch: int,
-    schema: str,
-    progress: Progress,
-    timeout: float,
-) -> dict[str, Any]:
-    with backend.open_sync(dsn, schema, pool_size=consumers) as store:
-        store.create_queue(QUEUE, deletion_seconds=0)
-        fill_seconds = _fill_all(dsn, schema, scenario, progress)
-        sample_target, drain_target = _targets(scenario, samples, drain_jobs)
-
-        def loops(count: int, size: int, tally: Tally) -> LoopOutcome:
-            return run_threads(
-                count,
-                size,
-                lambda n: store.fetch(QUEUE, batch_size=n),
-                lambda done: store.complete(QUEUE, done),
-                job_id,
-                tally,
-                timeout,
-            )
-
+    def sampling(self) -> contextlib.AbstractContextManager[Tally]:
+        """Reset the peak RSS; the tally of the fetch-latency samples, shown while it runs."""
         reset_peak_rss()
-        tally = Tally(sample_target)
-        with progress.track(
-            f"fetch latency: {scenario.name}", sample_target, lambda: tally.completed
-        ):
-            sampled = loops(1, 1, tally)
-        tally = Tally(drain_target)
-        with progress.track(f"drain: {scenario.name}", drain_target, lambda: tally.completed):
-            drained = loops(consumers, batch, tally)
-    return _row(backend, scenario, fill_seconds, sampled, drained, consumers, batch)
+        target = min(self.samples, self.scenario.queued)
+        return tracked(self.progress, f"fetch latency: {self.scenario.name}", target)
+
+    def draining(self) -> contextlib.AbstractContextManager[Tally]:
+        """The tally of the drain after the samples, shown while it runs."""
+        sampled = min(self.samples, self.scenario.queued)
+        target = min(self.drain_jobs, self.scenario.queued - sampled)
+        return tracked(self.progress, f"drain: {self.scenario.name}", target)
+
+    def row(
+        self, fill_seconds: float, sampled: LoopOutcome, drained: LoopOutcome
+    ) -> dict[str, Any]:
+        """The JSON row of this cell."""
+        fetch = Latency.of(sampled.fetch_seconds)
+        return alkstore_row(
+            self.backend,
+            {
+                "scenario": self.scenario.name,
+                "queued": self.scenario.queued,
+                "finished": self.scenario.finished,
+                "fill_s": round(fill_seconds, 2),
+                "fetch_samples": fetch.count,
+                "fetch_p50_ms": fetch.p50_ms,
+                "fetch_p95_ms": fetch.p95_ms,
+                "fetch_p99_ms": fetch.p99_ms,
+                "consumers": self.consumers,
+                "batch": self.batch,
+                "drain_jobs": drained.completed,
+                "drain_seconds": round(drained.seconds, 4),
+                "drain_jobs_per_s": round(rate(drained.completed, drained.seconds), 1),
+                "empty_fetches": drained.empty_fetches,
+                "duplicates": sampled.duplicates
+                + drained.duplicates
+                + len(set(sampled.ids) & set(drained.ids)),
+                "timed_out": sampled.timed_out or drained.timed_out,
+            },
+        )
 
 
-async def _cell_async(
-    dsn: str,
-    backend: Backend,
-    scenario: Scenario,
-    samples: int,
-    drain_jobs: int,
-    consumers: int,
-    batch: int,
-    schema: str,
-    progress: Progress,
-    timeout: float,
-) -> dict[str, Any]:
-    store = await backend.open_async(dsn, schema, pool_size=consumers)
+def _cell_sync(c: _Scale) -> dict[str, Any]:
+    with c.backend.open_sync(c.dsn, c.schema, pool_size=c.consumers) as store:
+        store.create_queue(QUEUE, deletion_seconds=0)
+        fill_seconds = c.fill()
+        with c.sampling() as tally:
+            sampled = store_threads(store, QUEUE, 1, 1, tally, c.timeout)
+        with c.draining() as tally:
+            drained = store_threads(store, QUEUE, c.consumers, c.batch, tally, c.timeout)
+    return c.row(fill_seconds, sampled, drained)
+
+
+async def _cell_async(c: _Scale) -> dict[str, Any]:
+    store = await c.backend.open_async(c.dsn, c.schema, pool_size=c.consumers)
     async with store:
         await store.create_queue(QUEUE, deletion_seconds=0)
-        fill_seconds = await asyncio.to_thread(_fill_all, dsn, schema, scenario, progress)
-        sample_target, drain_target = _targets(scenario, samples, drain_jobs)
-
-        async def fetch(n: int) -> list[Job]:
-            return await store.fetch(QUEUE, batch_size=n)
-
-        async def loops(count: int, size: int, tally: Tally) -> LoopOutcome:
-            return await run_tasks(
-                count,
-                size,
-                fetch,
-                lambda done: store.complete(QUEUE, done),
-                job_id,
-                tally,
-                timeout,
-            )
-
-        reset_peak_rss()
-        tally = Tally(sample_target)
-        with progress.track(
-            f"fetch latency: {scenario.name}", sample_target, lambda: tally.completed
-        ):
-            sampled = await loops(1, 1, tally)
-        tally = Tally(drain_target)
-        with progress.track(f"drain: {scenario.name}", drain_target, lambda: tally.completed):
-            drained = await loops(consumers, batch, tally)
-    return _row(backend, scenario, fill_seconds, sampled, drained, consumers, batch)
+        fill_seconds = await asyncio.to_thread(c.fill)
+        with c.sampling() as tally:
+            sampled = await store_tasks(store, QUEUE, 1, 1, tally, c.timeout)
+        with c.draining() as tally:
+            drained = await store_tasks(store, QUEUE, c.consumers, c.batch, tally, c.timeout)
+    return c.row(fill_seconds, sampled, drained)
 
 
 __all__ = ["COLUMNS", "Scenario", "fill", "scale_cell", "scenarios", "vacuum_analyze"]

@@ -9,7 +9,7 @@ left one unfinished.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,33 +105,47 @@ def _drain_shape(parser: argparse.ArgumentParser, jobs: int = 50_000) -> None:
     )
 
 
+def _subcommand(
+    sub: Any,
+    name: str,
+    summary: str,
+    handler: Callable[[argparse.Namespace], int],
+    *,
+    engine: bool = True,
+    grid: bool = False,
+) -> argparse.ArgumentParser:
+    """Subcommand ``name`` with the options every command takes (and the drain grid's)."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, help=summary)
+    _common(parser)
+    _backend(parser, engine=engine)
+    if grid:
+        _drain_shape(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
 def register(subparsers: Any) -> None:
     """Add ``bench`` and its subcommands."""
     bench = subparsers.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
     sub = bench.add_subparsers(dest="bench_command", required=True)
 
-    drain = sub.add_parser("drain", help="N consumers fetch + complete pre-enqueued jobs")
-    _common(drain)
-    _backend(drain)
-    _drain_shape(drain)
-    drain.set_defaults(handler=_drain)
+    _subcommand(sub, "drain", "N consumers fetch + complete pre-enqueued jobs", _drain, grid=True)
 
-    contention = sub.add_parser(
-        "contention", help="SKIP LOCKED claim vs the lock-free atomic-UPDATE claim"
+    contention = _subcommand(
+        sub,
+        "contention",
+        "SKIP LOCKED claim vs the lock-free atomic-UPDATE claim",
+        _contention,
+        engine=False,
+        grid=True,
     )
-    _common(contention)
-    _backend(contention, engine=False)
-    _drain_shape(contention)
     contention.add_argument(
         "--lockfree-engine",
         default="cockroachdb",
         help="engine whose claim is the atomic UPDATE, emulated on PostgreSQL (cockroachdb)",
     )
-    contention.set_defaults(handler=_contention)
 
-    enqueue = sub.add_parser("enqueue", help="send, send_many and concurrent senders")
-    _common(enqueue)
-    _backend(enqueue)
+    enqueue = _subcommand(sub, "enqueue", "send, send_many and concurrent senders", _enqueue)
     enqueue.add_argument("--jobs", type=int, default=50_000, help="jobs per send_many cell")
     enqueue.add_argument("--send-jobs", type=int, default=5_000, help="jobs per send cell")
     enqueue.add_argument(
@@ -141,11 +155,8 @@ def register(subparsers: Any) -> None:
         help="comma-separated concurrent sender counts (1,8)",
     )
     enqueue.add_argument("--batch-size", type=int, default=1000, help="jobs per send_many")
-    enqueue.set_defaults(handler=_enqueue)
 
-    latency = sub.add_parser("latency", help="send -> fetch latency with a polling consumer")
-    _common(latency)
-    _backend(latency)
+    latency = _subcommand(sub, "latency", "send -> fetch latency with a polling consumer", _latency)
     latency.add_argument("--rate", type=float, default=100.0, help="jobs sent per second")
     latency.add_argument("--duration", type=float, default=10.0, help="seconds of sending")
     latency.add_argument(
@@ -155,11 +166,8 @@ def register(subparsers: Any) -> None:
         help="seconds the consumer sleeps after a short fetch (0.05)",
     )
     latency.add_argument("--batch", type=int, default=10, help="consumer fetch batch size")
-    latency.set_defaults(handler=_latency)
 
-    scale = sub.add_parser("scale", help="fetch latency and drain rate vs queue depth")
-    _common(scale)
-    _backend(scale)
+    scale = _subcommand(sub, "scale", "fetch latency and drain rate vs queue depth", _scale)
     scale.add_argument(
         "--depths",
         type=int_list,
@@ -176,19 +184,16 @@ def register(subparsers: Any) -> None:
     scale.add_argument("--drain-jobs", type=int, default=10_000, help="jobs drained per scenario")
     scale.add_argument("--consumers", type=int, default=8, help="drain consumers")
     scale.add_argument("--batch", type=int, default=10, help="drain batch size")
-    scale.set_defaults(handler=_scale)
 
-    peers = sub.add_parser("peers", help="alkstore, raw SQL, pg-boss, pgqueuer, procrastinate")
-    _common(peers)
-    _backend(peers)
-    _drain_shape(peers)
+    peers = _subcommand(
+        sub, "peers", "alkstore, raw SQL, pg-boss, pgqueuer, procrastinate", _peers, grid=True
+    )
     peers.add_argument(
         "--peers",
         type=name_list(tuple(PEERS)),
         default=list(PEERS),
         help=f"comma-separated: {', '.join(PEERS)} (all)",
     )
-    peers.set_defaults(handler=_peers)
 
 
 def _options(args: argparse.Namespace) -> commands.Options:
@@ -222,29 +227,23 @@ def _status(document: Mapping[str, Any]) -> int:
     return 1 if bad else 0
 
 
+def _grid(args: argparse.Namespace) -> dict[str, Any]:
+    """The drain grid's keyword arguments: drivers, jobs, consumer counts and batch sizes."""
+    return {
+        "drivers": args.driver,
+        "jobs": args.jobs,
+        "consumers": args.consumers,
+        "batches": args.batch,
+    }
+
+
 def _drain(args: argparse.Namespace) -> int:
-    return _status(
-        commands.drain(
-            _options(args),
-            engine=args.engine,
-            drivers=args.driver,
-            jobs=args.jobs,
-            consumers=args.consumers,
-            batches=args.batch,
-        )
-    )
+    return _status(commands.drain(_options(args), engine=args.engine, **_grid(args)))
 
 
 def _contention(args: argparse.Namespace) -> int:
     return _status(
-        commands.contention(
-            _options(args),
-            lockfree_engine=args.lockfree_engine,
-            drivers=args.driver,
-            jobs=args.jobs,
-            consumers=args.consumers,
-            batches=args.batch,
-        )
+        commands.contention(_options(args), lockfree_engine=args.lockfree_engine, **_grid(args))
     )
 
 
@@ -292,15 +291,7 @@ def _scale(args: argparse.Namespace) -> int:
 
 def _peers(args: argparse.Namespace) -> int:
     return _status(
-        commands.peers(
-            _options(args),
-            engine=args.engine,
-            drivers=args.driver,
-            names=args.peers,
-            jobs=args.jobs,
-            consumers=args.consumers,
-            batches=args.batch,
-        )
+        commands.peers(_options(args), engine=args.engine, names=args.peers, **_grid(args))
     )
 
 

@@ -108,9 +108,7 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
     drop_schema(dsn, schema)
     finished = [0]  # the script reports only at the end
     try:
-        with progress.track(
-            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: finished[0]
-        ):
+        with progress.track(cell.description, spec.jobs, lambda: finished[0]):
             done = subprocess.run(
                 ["node", "drain.mjs"],
                 input=json.dumps(args),  # on stdin, so the DSN stays out of the process list

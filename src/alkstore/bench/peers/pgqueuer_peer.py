@@ -12,44 +12,39 @@ queue table, so the jobs completed are the jobs no longer there.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import time
 from datetime import timedelta
 from typing import Any
 
 from ...engines.postgres.identifiers import quote_schema
-from ..measure import peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
 from ..results import Cell, DrainResult
-from ..server import checkpoint, create_schema, drop_schema
+from ..server import checkpoint
+from .common import (
+    fresh_schema,
+    not_installed,
+    python_library_versions,
+    time_worker_loops,
+    timed_enqueue,
+)
 from .spec import DrainSpec
 
 NAME = "pgqueuer"
 ENTRYPOINT = "bench"
-SEND_BATCH = 1000
 
 
 def unavailable() -> str | None:
     """Why pgqueuer cannot run here, or None."""
-    for module in ("pgqueuer", "asyncpg"):
-        if importlib.util.find_spec(module) is None:
-            return f"{module} is not installed (pip install pgqueuer asyncpg)"
-    return None
+    return not_installed(("pgqueuer", "asyncpg"), "pip install pgqueuer asyncpg")
 
 
-def versions() -> dict[str, object]:
-    """Recorded with the other Python libraries."""
-    return {}
+versions = python_library_versions
 
 
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, then time ``spec.consumers`` queue managers draining the queue."""
-    create_schema(dsn, schema)
-    try:
+    with fresh_schema(dsn, schema):
         return asyncio.run(_drain(dsn, spec, schema, progress))
-    finally:
-        drop_schema(dsn, schema)
 
 
 async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
@@ -64,14 +59,13 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
     try:
         queries = Queries(AsyncpgDriver(connections[0]))
         await queries.install()
-        began = time.perf_counter()
-        for start in range(0, spec.jobs, SEND_BATCH):
-            count = min(SEND_BATCH, spec.jobs - start)
-            payloads: list[bytes | None] = [
-                json.dumps({"n": n}).encode() for n in range(start, start + count)
-            ]
+
+        async def send(numbers: range) -> None:
+            count = len(numbers)
+            payloads: list[bytes | None] = [json.dumps({"n": n}).encode() for n in numbers]
             await queries.enqueue([ENTRYPOINT] * count, payloads, [0] * count)
-        enqueue_seconds = time.perf_counter() - began
+
+        enqueue_seconds = await timed_enqueue(spec.jobs, send)
         await asyncio.to_thread(checkpoint, dsn)
 
         ids: list[Any] = []
@@ -84,27 +78,16 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
                 ids.append(job.id)
 
             managers.append(manager)
-        reset_peak_rss()
         cell = Cell(system=NAME, driver="asyncpg", consumers=spec.consumers, batch=spec.batch)
-        with progress.track(
-            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: len(ids)
-        ):
-            began = time.perf_counter()
-            await asyncio.wait_for(
-                asyncio.gather(
-                    *(
-                        m.run(
-                            batch_size=spec.batch,
-                            mode=QueueExecutionMode.drain,
-                            dequeue_timeout=timedelta(seconds=1),
-                        )
-                        for m in managers
-                    )
-                ),
-                spec.timeout,
+        loops = (
+            m.run(
+                batch_size=spec.batch,
+                mode=QueueExecutionMode.drain,
+                dequeue_timeout=timedelta(seconds=1),
             )
-            seconds = time.perf_counter() - began
-        rss = peak_rss_bytes()
+            for m in managers
+        )
+        seconds, rss = await time_worker_loops(progress, cell, spec.jobs, ids, loops, spec.timeout)
         table = f"{quote_schema(schema)}.pgqueuer"
         left = await connections[0].fetchval(f"SELECT count(*) FROM {table}")
     finally:

@@ -12,41 +12,39 @@ per-fetch latency or empty-fetch count to report; completed jobs are counted in
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
-import time
 from typing import Any
 
 import attrs
 
 from ...engines.postgres.identifiers import quote_schema
-from ..measure import peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
 from ..results import Cell, DrainResult
-from ..server import admin_connection, checkpoint, create_schema, drop_schema, with_search_path
+from ..server import admin_connection, checkpoint, with_search_path
+from .common import (
+    fresh_schema,
+    not_installed,
+    python_library_versions,
+    time_worker_loops,
+    timed_enqueue,
+)
 from .spec import DrainSpec
 
 NAME = "procrastinate"
 QUEUE = "bench"
-SEND_BATCH = 1000
 
 
 def unavailable() -> str | None:
     """Why procrastinate cannot run here, or None."""
-    if importlib.util.find_spec("procrastinate") is None:
-        return "procrastinate is not installed (pip install procrastinate)"
-    return None
+    return not_installed(("procrastinate",), "pip install procrastinate")
 
 
-def versions() -> dict[str, object]:
-    """Recorded with the other Python libraries."""
-    return {}
+versions = python_library_versions
 
 
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, then time ``spec.consumers`` workers draining the queue."""
-    create_schema(dsn, schema)
-    try:
+    with fresh_schema(dsn, schema):
         result = asyncio.run(_drain(dsn, spec, schema, progress))
         with admin_connection(dsn) as conn:
             row = conn.execute(
@@ -54,8 +52,6 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
                 ("succeeded",),
             ).fetchone()
         completed = int(row[0]) if row else 0
-    finally:
-        drop_schema(dsn, schema)
     return attrs.evolve(result, completed=completed)
 
 
@@ -77,38 +73,26 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
 
     async with app.open_async():
         await app.schema_manager.apply_schema_async()
-        began = time.perf_counter()
-        for start in range(0, spec.jobs, SEND_BATCH):
-            batch: list[dict[str, Any]] = [
-                {"n": n} for n in range(start, min(spec.jobs, start + SEND_BATCH))
-            ]
+
+        async def send(numbers: range) -> None:
+            batch: list[dict[str, Any]] = [{"n": n} for n in numbers]
             await bench.batch_defer_async(*batch)
-        enqueue_seconds = time.perf_counter() - began
+
+        enqueue_seconds = await timed_enqueue(spec.jobs, send)
         await asyncio.to_thread(checkpoint, dsn)
-        reset_peak_rss()
         cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
-        with progress.track(
-            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: len(ids)
-        ):
-            began = time.perf_counter()
-            await asyncio.wait_for(
-                asyncio.gather(
-                    *(
-                        app.run_worker_async(
-                            queues=[QUEUE],
-                            name=f"bench-{index}",
-                            concurrency=spec.batch,
-                            wait=False,
-                            listen_notify=False,
-                            install_signal_handlers=False,
-                        )
-                        for index in range(spec.consumers)
-                    )
-                ),
-                spec.timeout,
+        loops = (
+            app.run_worker_async(
+                queues=[QUEUE],
+                name=f"bench-{index}",
+                concurrency=spec.batch,
+                wait=False,
+                listen_notify=False,
+                install_signal_handlers=False,
             )
-            seconds = time.perf_counter() - began
-        rss = peak_rss_bytes()
+            for index in range(spec.consumers)
+        )
+        seconds, rss = await time_worker_loops(progress, cell, spec.jobs, ids, loops, spec.timeout)
     return DrainResult.from_worker_loop(
         cell,
         spec.jobs,

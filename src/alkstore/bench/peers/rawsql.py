@@ -19,7 +19,8 @@ from typing import Any
 import psycopg
 
 from ...engines.postgres.identifiers import quote_schema
-from ..loops import Tally, run_threads
+from ..drain import numbered_batches
+from ..loops import Tally, run_threads, tracked
 from ..measure import peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
 from ..results import Cell, DrainResult
@@ -27,7 +28,6 @@ from ..server import checkpoint, create_schema, drop_schema
 from .spec import DrainSpec
 
 NAME = "raw-sql"
-SEND_BATCH = 1000
 
 
 def unavailable() -> str | None:
@@ -89,8 +89,8 @@ class Connections:
 
 def _enqueue(pool: Connections, sql: Statements, jobs: int) -> float:
     began = time.perf_counter()
-    for start in range(0, jobs, SEND_BATCH):
-        data = [json.dumps({"n": n}) for n in range(start, min(jobs, start + SEND_BATCH))]
+    for numbers in numbered_batches(jobs):
+        data = [json.dumps({"n": n}) for n in numbers]
         with pool.cursor() as cur:
             cur.execute(sql.insert, (data,), prepare=True)
     return time.perf_counter() - began
@@ -125,11 +125,8 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         enqueue_seconds = _enqueue(pool, sql, spec.jobs)
         checkpoint(dsn)
         reset_peak_rss()
-        tally = Tally(spec.jobs)
         cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
-        with progress.track(
-            f"{cell.label} c={spec.consumers} b={spec.batch}", spec.jobs, lambda: tally.completed
-        ):
+        with tracked(progress, cell.description, spec.jobs) as tally:
             outcome = loops(tally)
         rss = peak_rss_bytes()
         with pool.cursor() as cur:
