@@ -11,8 +11,8 @@ setup() {
   if [ ! -x "$PY" ]; then
     python3 -m venv "$VENV"
   fi
-  # Reinstall only when the project's dependency list changed since the last install.
-  local stamp="$VENV/.alkstore-installed"
+  # Install each extra once, again only when the project's dependency list changed.
+  local stamp="$VENV/.alkstore-installed-$1"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
     "$PY" -m pip install --quiet --upgrade pip
     "$PY" -m pip install --quiet -e ".[$1]"
