@@ -202,8 +202,11 @@ class PostgresEngine:
                 yield Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key(),))
                 yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
             else:
+                # An UPDATE, not SELECT … FOR UPDATE: under REPEATABLE READ or SERIALIZABLE the
+                # waiter then fails with 40001 once the winner commits, and its retry starts
+                # a fresh snapshot that sees the installed schema.
                 yield Statement(
-                    f"SELECT name FROM {s}.migration_lock WHERE name = 'migrate' FOR UPDATE"
+                    f"UPDATE {s}.migration_lock SET claimed_on = now() WHERE name = 'migrate'"
                 )
             current = yield from self._read_version()
             if current is not None and current > target:
@@ -231,7 +234,8 @@ class PostgresEngine:
         s = self.s
         yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}", tolerate=exists)
         yield Statement(
-            f"CREATE TABLE IF NOT EXISTS {s}.migration_lock (name text PRIMARY KEY)",
+            f"CREATE TABLE IF NOT EXISTS {s}.migration_lock "
+            "(name text PRIMARY KEY, claimed_on timestamptz)",
             tolerate=exists,
         )
         yield Statement(
