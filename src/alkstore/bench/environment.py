@@ -86,8 +86,9 @@ def server_fingerprint(server: Server) -> dict[str, Any]:
         info["server_version_num"] = int(
             conn.execute("SHOW server_version_num").fetchone()[0]  # type: ignore[index]
         )
-        for name in SERVER_SETTINGS:  # constant names, never input
-            info[name] = str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
+        for name in SERVER_SETTINGS:
+            row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
+            info[name] = str(row[0])  # type: ignore[index]
         with contextlib.suppress(psycopg.Error):
             info["data_directory"] = str(
                 conn.execute("SHOW data_directory").fetchone()[0]  # type: ignore[index]

@@ -94,8 +94,9 @@ def fill(
 
 def vacuum_analyze(dsn: str, schema: str) -> None:
     """``VACUUM ANALYZE`` the job table (what autovacuum would do after a bulk load)."""
+    vacuum = f"VACUUM ANALYZE {quote_schema(schema)}.job"  # identifier, quoted
     with admin_connection(dsn) as conn:
-        conn.execute(f"VACUUM ANALYZE {quote_schema(schema)}.job")
+        conn.execute(vacuum)
 
 
 def scale_cell(

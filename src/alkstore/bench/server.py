@@ -74,8 +74,8 @@ def read_durability(dsn: str) -> Durability:
     """``SHOW`` the three durability settings."""
     with admin_connection(dsn) as conn:
         values = {
-            name: str(conn.execute(f"SHOW {name}").fetchone()[0])  # type: ignore[index]
-            for name in DURABLE_SETTINGS  # constant setting names, never input
+            name: str(conn.execute("SELECT current_setting(%s)", (name,)).fetchone()[0])  # type: ignore[index]
+            for name in DURABLE_SETTINGS
         }
     return Durability(**values)
 
@@ -99,15 +99,17 @@ def bench_server(dsn: str | None, settings: Mapping[str, str] | None = None) -> 
 
 def drop_schema(dsn: str, schema: str) -> None:
     """Drop a benchmark schema and everything in it."""
+    drop = f"DROP SCHEMA IF EXISTS {quote_schema(schema)} CASCADE"  # identifier, quoted
     with admin_connection(dsn) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {quote_schema(schema)} CASCADE")
+        conn.execute(drop)
 
 
 def create_schema(dsn: str, schema: str) -> None:
     """Create an empty schema (dropping a leftover of an earlier run first)."""
+    drop_schema(dsn, schema)
+    create = f"CREATE SCHEMA {quote_schema(schema)}"  # identifier, quoted
     with admin_connection(dsn) as conn:
-        conn.execute(f"DROP SCHEMA IF EXISTS {quote_schema(schema)} CASCADE")
-        conn.execute(f"CREATE SCHEMA {quote_schema(schema)}")
+        conn.execute(create)
 
 
 def checkpoint(dsn: str) -> None:
