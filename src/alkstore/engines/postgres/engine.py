@@ -125,8 +125,6 @@ class PostgresEngine:
     """Isolation every transaction of this engine runs at (None: the server default)."""
     emulation_profile: ClassVar[str | None] = None
     """The guard profile that emulates this engine's server on stock PostgreSQL, if any."""
-    server_marker: ClassVar[str | None] = None
-    """Text in ``version()`` that identifies this engine's server (see engines.detect)."""
 
     def __init__(self, schema: str = "alkstore", *, emulated: bool = False) -> None:
         self.schema = schema
