@@ -15,7 +15,7 @@ from .core.errors import (
     UnsupportedByEngine,
 )
 from .core.options import JobOptions, Policy, QueueOptions
-from .core.records import Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .store import AsyncConnector, AsyncStore, Store, connect, connect_async
 
@@ -23,6 +23,7 @@ __all__ = [
     "AlkstoreError",
     "AsyncConnector",
     "AsyncStore",
+    "Handoff",
     "InvalidOptions",
     "Job",
     "JobConflict",

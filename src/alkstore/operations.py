@@ -15,7 +15,7 @@ from .core.errors import InvalidOptions
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan
-from .core.records import Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike, targets
 from .core.validation import check_queue_name, is_int
 from .engines.postgres import PostgresEngine
@@ -103,6 +103,28 @@ class Operations:
         return self.engine.complete(
             check_queue_name(queue), targets(ids), dump_json("output", output)
         )
+
+    def complete_and_fetch(
+        self, queue: str, ids: IdLike | Iterable[IdLike], output: Any, batch_size: int
+    ) -> list[Plan[Any]]:
+        """See :meth:`alkstore.Store.complete_and_fetch`: one plan, or where the engine cannot
+        do both in one statement, the ``complete`` and ``fetch`` plans to run in turn."""
+        name = check_queue_name(queue)
+        batch = _positive("batch_size", batch_size)
+        done, output_json = targets(ids), dump_json("output", output)
+        both = self.engine.complete_and_fetch(name, done, output_json, batch)
+        if both is not None:
+            return [both]
+        return [self.engine.complete(name, done, output_json), self.engine.fetch(name, batch)]
+
+    @staticmethod
+    def handoff(results: list[Any]) -> Handoff:
+        """The :class:`Handoff` from the results of the plans of :meth:`complete_and_fetch`."""
+        if len(results) == 1:
+            handoff: Handoff = results[0]
+            return handoff
+        completed, jobs = results
+        return Handoff(completed, jobs)
 
     def fail(self, queue: str, ids: IdLike | Iterable[IdLike], error: Any) -> Plan[int]:
         """See :meth:`alkstore.Store.fail`."""

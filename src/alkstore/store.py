@@ -14,7 +14,7 @@ from typing import Any, Self
 
 import attrs
 
-from .core.records import Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
 from .core.validation import int_at_least, schema_name
 from .drivers import async_driver, sync_driver
@@ -122,6 +122,18 @@ class Store:
     def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
         """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in."""
         return int(self._run(self._ops.complete(queue, ids, output)))
+
+    def complete_and_fetch(
+        self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
+    ) -> Handoff:
+        """Complete active jobs, then claim up to ``batch_size`` more: a worker's loop step.
+
+        The same as :meth:`complete` followed by :meth:`fetch`, in one statement (one round
+        trip and one commit) where the engine can change the job table twice in one
+        statement, else as those two calls. Returns ``(completed, jobs)``.
+        """
+        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size)
+        return self._ops.handoff([self._run(plan) for plan in plans])
 
     def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
         """Fail queued or active jobs: retry while retries remain, else failed (+ dead letter)."""
@@ -253,6 +265,13 @@ class AsyncStore:
     async def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
         """See :meth:`Store.complete`."""
         return int(await self._run(self._ops.complete(queue, ids, output)))
+
+    async def complete_and_fetch(
+        self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
+    ) -> Handoff:
+        """See :meth:`Store.complete_and_fetch`."""
+        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size)
+        return self._ops.handoff([await self._run(plan) for plan in plans])
 
     async def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
         """See :meth:`Store.fail`."""

@@ -33,7 +33,9 @@ SYNC_DRIVERS = ("psycopg", "pg8000")
 ASYNC_DRIVERS = {"psycopg-async": "psycopg", "asyncpg": "asyncpg"}
 """Driver names that drain with asyncio tasks -> the driver ``connect_async`` is given."""
 DRIVERS = (*SYNC_DRIVERS, *ASYNC_DRIVERS)
-"""Every driver name the benchmarks accept."""
+"""Every driver name the benchmarks accept (each also with :data:`HANDOFF` appended)."""
+HANDOFF = "+handoff"
+"""Driver-name suffix: consumers complete and fetch in one ``complete_and_fetch`` call."""
 
 SEND_BATCH = 1000
 """Jobs per ``send_many`` when pre-enqueueing."""
@@ -53,13 +55,26 @@ class Backend:
     driver: str = "psycopg"
 
     def __attrs_post_init__(self) -> None:
-        if self.driver not in DRIVERS:
-            raise ValueError(f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}")
+        if self.base_driver not in DRIVERS:
+            raise ValueError(
+                f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}"
+                f" (each optionally followed by {HANDOFF!r})"
+            )
+
+    @property
+    def base_driver(self) -> str:
+        """The driver name without :data:`HANDOFF`."""
+        return self.driver.removesuffix(HANDOFF)
+
+    @property
+    def handoff(self) -> bool:
+        """Whether consumers drain with ``complete_and_fetch`` (see :data:`HANDOFF`)."""
+        return self.driver.endswith(HANDOFF)
 
     @property
     def is_async(self) -> bool:
         """Whether this driver drains with asyncio tasks."""
-        return self.driver in ASYNC_DRIVERS
+        return self.base_driver in ASYNC_DRIVERS
 
     @property
     def emulate(self) -> bool:
@@ -78,7 +93,7 @@ class Backend:
         return alkstore.connect(
             dsn,
             engine=self.engine,
-            driver=self.driver,
+            driver=self.base_driver,
             schema=schema,
             pool_size=pool_size,
             emulate=self.emulate,
@@ -89,7 +104,7 @@ class Backend:
         return await alkstore.connect_async(
             dsn,
             engine=self.engine,
-            driver=ASYNC_DRIVERS[self.driver],
+            driver=ASYNC_DRIVERS[self.base_driver],
             schema=schema,
             pool_size=pool_size,
             emulate=self.emulate,
@@ -152,9 +167,20 @@ def cell_schema(index: int) -> str:
 
 
 def store_threads(
-    store: alkstore.Store, queue: str, consumers: int, batch: int, tally: Tally, timeout: float
+    store: alkstore.Store,
+    queue: str,
+    consumers: int,
+    batch: int,
+    tally: Tally,
+    timeout: float,
+    handoff: bool = False,
 ) -> LoopOutcome:
-    """:func:`~alkstore.bench.loops.run_threads` fetching from and completing on ``queue``."""
+    """:func:`~alkstore.bench.loops.run_threads` fetching from and completing on ``queue``
+    (with ``handoff``: through ``complete_and_fetch``)."""
+
+    def complete_and_fetch(done: Sequence[Job], n: int) -> Sequence[Job]:
+        return store.complete_and_fetch(queue, done, batch_size=n).jobs
+
     return run_threads(
         consumers,
         batch,
@@ -163,6 +189,7 @@ def store_threads(
         job_id,
         tally,
         timeout,
+        complete_and_fetch if handoff else None,
     )
 
 
@@ -173,14 +200,25 @@ async def store_tasks(
     batch: int,
     tally: Tally,
     timeout: float,
+    handoff: bool = False,
 ) -> LoopOutcome:
     """:func:`store_threads` for an async store (:func:`~alkstore.bench.loops.run_tasks`)."""
 
     async def fetch(n: int) -> Sequence[Job]:
         return await store.fetch(queue, batch_size=n)
 
+    async def complete_and_fetch(done: Sequence[Job], n: int) -> Sequence[Job]:
+        return (await store.complete_and_fetch(queue, done, batch_size=n)).jobs
+
     return await run_tasks(
-        consumers, batch, fetch, lambda done: store.complete(queue, done), job_id, tally, timeout
+        consumers,
+        batch,
+        fetch,
+        lambda done: store.complete(queue, done),
+        job_id,
+        tally,
+        timeout,
+        complete_and_fetch if handoff else None,
     )
 
 
@@ -248,7 +286,9 @@ def _drain_sync(d: _Drain) -> DrainResult:
             store.create_queue(queue)
 
         def loops(queue: str, tally: Tally) -> LoopOutcome:
-            return store_threads(store, queue, d.consumers, d.batch, tally, d.timeout)
+            return store_threads(
+                store, queue, d.consumers, d.batch, tally, d.timeout, d.backend.handoff
+            )
 
         enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), d.jobs)
         send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
@@ -267,7 +307,9 @@ async def _drain_async(d: _Drain) -> DrainResult:
             await store.create_queue(queue)
 
         async def loops(queue: str, tally: Tally) -> LoopOutcome:
-            return await store_tasks(store, queue, d.consumers, d.batch, tally, d.timeout)
+            return await store_tasks(
+                store, queue, d.consumers, d.batch, tally, d.timeout, d.backend.handoff
+            )
 
         enqueue_seconds = await send_in_batches_async(lambda s: store.send_many(QUEUE, s), d.jobs)
         await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
@@ -282,6 +324,7 @@ async def _drain_async(d: _Drain) -> DrainResult:
 __all__ = [
     "ASYNC_DRIVERS",
     "DRIVERS",
+    "HANDOFF",
     "QUEUE",
     "SEND_BATCH",
     "SYNC_DRIVERS",

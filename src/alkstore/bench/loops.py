@@ -27,8 +27,11 @@ SyncFetch = Callable[[int], Sequence[Any]]
 """Claim up to ``batch`` jobs; returns them (any objects)."""
 SyncComplete = Callable[[Sequence[Any]], object]
 """Complete jobs returned by the fetch."""
+SyncHandoff = Callable[[Sequence[Any], int], Sequence[Any]]
+"""Complete the given jobs and claim up to ``batch`` more in one call; returns those."""
 AsyncFetch = Callable[[int], Awaitable[Sequence[Any]]]
 AsyncComplete = Callable[[Sequence[Any]], Awaitable[object]]
+AsyncHandoff = Callable[[Sequence[Any], int], Awaitable[Sequence[Any]]]
 IdOf = Callable[[Any], Hashable]
 """The job id of one fetched job."""
 
@@ -184,19 +187,33 @@ def run_threads(
     id_of: IdOf,
     tally: Tally,
     timeout: float,
+    handoff: SyncHandoff | None = None,
 ) -> LoopOutcome:
-    """Run ``consumers`` threads of fetch + complete until ``tally.target`` jobs are claimed."""
+    """Run ``consumers`` threads of fetch + complete until ``tally.target`` jobs are claimed.
+
+    With ``handoff``, a consumer that holds jobs completes them and claims the next ones in
+    that one call (timed as its fetch); ``fetch`` is used only while it holds none.
+    """
     logs = [ConsumerLog() for _ in range(consumers)]
     deadline = time.monotonic() + timeout
 
     def consume(index: int) -> None:
         log = logs[index]
+        held: Sequence[Any] = []
         while tally.go_on(deadline):
             began = time.perf_counter()
-            jobs = fetch(batch)
+            jobs = handoff(held, batch) if handoff is not None and held else fetch(batch)
+            tally.complete(len(held))
+            held = []
             if log.fetched(jobs, time.perf_counter() - began, tally, id_of):
+                if handoff is not None:
+                    held = jobs
+                    continue
                 complete(jobs)
                 tally.complete(len(jobs))
+        if held:
+            complete(held)
+            tally.complete(len(held))
 
     def stop() -> None:
         tally.stop = True
@@ -213,20 +230,31 @@ async def run_tasks(
     id_of: IdOf,
     tally: Tally,
     timeout: float,
+    handoff: AsyncHandoff | None = None,
 ) -> LoopOutcome:
-    """Run ``consumers`` asyncio tasks of fetch + complete until ``tally.target`` are claimed."""
+    """Run ``consumers`` asyncio tasks of fetch + complete until ``tally.target`` are claimed
+    (``handoff`` as in :func:`run_threads`)."""
     logs = [ConsumerLog() for _ in range(consumers)]
     deadline = time.monotonic() + timeout
 
     async def consume(log: ConsumerLog) -> None:
+        held: Sequence[Any] = []
         while tally.go_on(deadline):
             began = time.perf_counter()
-            jobs = await fetch(batch)
+            jobs = await (handoff(held, batch) if handoff is not None and held else fetch(batch))
+            tally.complete(len(held))
+            held = []
             if log.fetched(jobs, time.perf_counter() - began, tally, id_of):
+                if handoff is not None:
+                    held = jobs
+                    continue
                 await complete(jobs)
                 tally.complete(len(jobs))
             else:
                 await asyncio.sleep(0)  # let the other consumers' claims return
+        if held:
+            await complete(held)
+            tally.complete(len(held))
 
     began = time.perf_counter()
     tasks = [asyncio.ensure_future(consume(log)) for log in logs]
@@ -265,11 +293,13 @@ async def run_workers_async(
 __all__ = [
     "AsyncComplete",
     "AsyncFetch",
+    "AsyncHandoff",
     "ConsumerLog",
     "IdOf",
     "LoopOutcome",
     "SyncComplete",
     "SyncFetch",
+    "SyncHandoff",
     "Tally",
     "run_tasks",
     "run_threads",

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -191,6 +191,15 @@ class QueueStats:
     def total(self) -> int:
         """All jobs in the queue."""
         return sum(self.counts.values())
+
+
+class Handoff(NamedTuple):
+    """What ``complete_and_fetch`` returns: the jobs it completed, and the jobs it claimed."""
+
+    completed: int
+    """How many of the given jobs were completed (a stale or fenced-out one is not)."""
+    jobs: list[Job]
+    """The next jobs, claimed in fetch order (empty when none is queued)."""
 
 
 @attrs.frozen

@@ -24,7 +24,7 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
+from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 
 from ..core.plans import Isolation, Row, Statement
@@ -46,6 +46,13 @@ def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
     if not settings.prepared_statements:
         kwargs["prepare_threshold"] = None
     return kwargs
+
+
+def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool:
+    """The statement returned a row set (``cur.description`` would tell too, but it builds a
+    column object per result column on every call: most of a one-row fetch's client time)."""
+    result = cur.pgresult
+    return result is not None and result.status == ExecStatus.TUPLES_OK
 
 
 def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
@@ -71,7 +78,7 @@ class PsycopgSession:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         with psycopg.RawCursor(self.connection, row_factory=dict_row) as cur:
             cur.execute(statement.sql, statement.params)
-            if cur.description is None:
+            if not _has_rows(cur):
                 return []
             return cur.fetchall()
 
@@ -192,7 +199,7 @@ class AsyncPsycopgSession:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         async with psycopg.AsyncRawCursor(self.connection, row_factory=dict_row) as cur:
             await cur.execute(statement.sql, statement.params)
-            if cur.description is None:
+            if not _has_rows(cur):
                 return []
             return await cur.fetchall()
 

@@ -98,6 +98,63 @@ def test_complete_refuses_non_json_output(store):
     assert store.get_job("q", job.id).state is JobState.ACTIVE
 
 
+def test_complete_and_fetch_completes_then_claims_the_next_jobs(store):
+    store.create_queue("q")
+    store.send_many("q", [{"data": i} for i in range(5)])
+    first = store.fetch("q", batch_size=2)
+    done, jobs = store.complete_and_fetch("q", first, {"ok": 1}, batch_size=2)
+    assert done == 2
+    assert [j.data for j in jobs] == [2, 3]
+    assert all(j.state is JobState.ACTIVE and j.started_on is not None for j in jobs)
+    for job in first:
+        stored = store.get_job("q", job.id)
+        assert stored.state is JobState.COMPLETED and stored.output == {"ok": 1}
+    done, jobs = store.complete_and_fetch("q", [j.id for j in jobs], batch_size=5)
+    assert (done, [j.data for j in jobs]) == (2, [4])
+    assert store.complete_and_fetch("q", jobs) == (1, [])
+    assert store.queue_stats("q").counts[JobState.COMPLETED] == 5
+
+
+def test_complete_and_fetch_fetches_in_priority_order_from_its_queue(store):
+    store.create_queue("q")
+    store.create_queue("other")
+    store.send("other", "elsewhere", priority=9)
+    low = store.send("q", "low")
+    high = store.send("q", "high", priority=3)
+    store.send("q", "first", priority=5)  # fetched below: `low` and `high` remain queued
+    (first,) = store.fetch("q")
+    result = store.complete_and_fetch("q", first, batch_size=3)
+    assert result.completed == 1
+    assert [j.id for j in result.jobs] == [high, low]
+
+
+def test_complete_and_fetch_counts_only_the_active_attempt(store):
+    store.create_queue("q")
+    store.send_many("q", [{"data": i} for i in range(2)])
+    (job,) = store.fetch("q")
+    assert store.cancel("q", job) == 1
+    result = store.complete_and_fetch("q", job)
+    assert result.completed == 0
+    assert [j.data for j in result.jobs] == [1]
+    assert store.get_job("q", job.id).state is JobState.CANCELLED
+
+
+def test_complete_and_fetch_checks_its_arguments_before_changing_anything(store):
+    with pytest.raises(QueueNotFound):
+        store.complete_and_fetch("nope", [])
+    store.create_queue("q")
+    store.send_many("q", [{"data": i} for i in range(2)])
+    (job,) = store.fetch("q")
+    with pytest.raises(InvalidOptions) as err:
+        store.complete_and_fetch("q", job, batch_size=0)
+    assert (err.value.field, err.value.value) == ("batch_size", 0)
+    with pytest.raises(InvalidOptions) as err:
+        store.complete_and_fetch("q", job, {1, 2})
+    assert err.value.field == "output"
+    assert store.get_job("q", job.id).state is JobState.ACTIVE
+    assert store.queue_stats("q").queued == 1
+
+
 def test_cancel_queued_and_active_then_resume(store):
     store.create_queue("q")
     queued, active, done = store.send_many("q", [{"data": i} for i in range(3)])

@@ -325,6 +325,10 @@ class ModelMachine(RuleBasedStateMachine):
         """Claim jobs; each fetched attempt can later settle it (fenced) or be stale."""
         expected = self._model(self.model.fetch, queue, batch_size)
         got = self.store.fetch(queue, batch_size=batch_size)
+        return self._fetched(queue, got, expected)
+
+    def _fetched(self, queue: str, got: list[Job], expected: list[uuid.UUID]) -> Any:
+        """Check fetched jobs against the model's; each becomes an attempt handle."""
         assert [self._name(j.id) for j in got] == [self._name(i) for i in expected], (
             "fetch returned other jobs (or another order) than the model"
         )
@@ -360,6 +364,24 @@ class ModelMachine(RuleBasedStateMachine):
         queue = self._queue(ids)
         expected = self._model(self.model.complete, queue, self._for_model(ids), output)
         assert self.store.complete(queue, self._for_engine(ids), output) == expected
+
+    @precondition(_some(JobState.ACTIVE))
+    @rule(
+        target=attempts,
+        ids=ids_for(JobState.ACTIVE),
+        output=OUTPUTS,
+        batch_size=st.integers(1, 3),
+    )
+    def complete_and_fetch(self, ids: list[Target], output: Any, batch_size: int) -> Any:
+        """A worker's step: complete, then fetch from the same queue, in one call."""
+        queue = self._queue(ids)
+        completed = self._model(self.model.complete, queue, self._for_model(ids), output)
+        expected = self._model(self.model.fetch, queue, batch_size)
+        got = self.store.complete_and_fetch(
+            queue, self._for_engine(ids), output, batch_size=batch_size
+        )
+        assert got.completed == completed, "complete_and_fetch completed another count"
+        return self._fetched(queue, got.jobs, expected)
 
     @precondition(_some(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))
     @rule(ids=ids_for(JobState.ACTIVE), error=ERRORS)

@@ -8,6 +8,7 @@ statements that differ. Every builder below branches on a capability, never on a
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 import uuid
@@ -25,7 +26,7 @@ from ...core.errors import (
 )
 from ...core.options import NewJob, QueueOptions
 from ...core.plans import ErrorMap, Isolation, Plan, Row, Statement, Steps, rowcount, single
-from ...core.records import Job, Queue, QueueStats, as_int
+from ...core.records import Handoff, Job, Queue, QueueStats, as_int
 from ...core.states import FINISHED, QUEUED, UNFINISHED, JobState
 from ...core.targets import Targets
 from .identifiers import partition_table, quote_ident, quote_schema
@@ -40,6 +41,8 @@ JOB_COLUMNS = (
     "started_on, completed_on, heartbeat_on, keep_until, output::text AS output, "
     "source_queue, source_id, source_retry_count"
 )
+RETURNED_JOB_COLUMNS = ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))
+""":data:`JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
 QUEUE_COLUMNS = (
     "name, policy, retry_limit, retry_delay, retry_backoff, retry_delay_max, expire_seconds, "
     "heartbeat_seconds, retention_seconds, deletion_seconds, dead_letter, partition, "
@@ -508,13 +511,14 @@ class PostgresEngine:
 
     # -- fetching --------------------------------------------------------------------------
 
-    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
-        """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order."""
+    def _claim(self, limit: str) -> tuple[str, str]:
+        """The claim of queue ``$1``: the SELECT of at most ``limit`` queued jobs (to name
+        ``next``) and the UPDATE of those rows that returns the claimed jobs."""
         s = self.s
         queued = in_list(QUEUED)
         pick = f"""SELECT name, id FROM {s}.job
                 WHERE name = $1 AND state IN {queued} AND start_after <= now()
-                ORDER BY priority DESC, created_on, id LIMIT $2"""
+                ORDER BY priority DESC, created_on, id LIMIT {limit}"""
         if self.capabilities.skip_locked:
             pick += " FOR UPDATE SKIP LOCKED"
             recheck = ""
@@ -522,20 +526,59 @@ class PostgresEngine:
             # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only
             # one of them claim each (the other gets fewer rows, never the same job).
             recheck = f" AND j.state IN {queued}"
-        sql = f"""WITH next AS ({pick})
-            UPDATE {s}.job j SET state = 'active', started_on = now(),
+        update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
                 heartbeat_on = CASE WHEN j.heartbeat_seconds IS NULL THEN NULL ELSE now() END,
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                    ELSE j.retry_count + 1 END
-            FROM next WHERE j.name = next.name AND j.id = next.id{recheck}
-            RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
+            FROM next WHERE j.name = $1 AND j.id = next.id{recheck}
+            RETURNING {RETURNED_JOB_COLUMNS}"""
+        return pick, update
+
+    def _complete_update(self, targets_at: int, output: str) -> str:
+        """The UPDATE of ``complete``: queue ``$1``, targets bound from ``$targets_at``."""
+        return f"""UPDATE {self.s}.job j SET state = 'completed', completed_on = now(),
+                output = {output}::text::jsonb
+            FROM {_targets_sql(targets_at)}
+            WHERE j.name = $1 AND j.state = 'active' AND {_fence()}
+            RETURNING j.id"""
+
+    # The hot statements are built once per engine: building them per call showed up in
+    # the client's profile of one-job fetches.
+    @functools.cached_property
+    def _fetch_sql(self) -> str:
+        pick, update = self._claim("$2")
+        return f"WITH next AS ({pick}) {update}"
+
+    @functools.cached_property
+    def _complete_sql(self) -> str:
+        return self._complete_update(2, "$4")
+
+    @functools.cached_property
+    def _complete_and_fetch_sql(self) -> str:
+        # The completed rows are active and the claimed ones queued, so the two changes
+        # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
+        pick, update = self._claim("$2")
+        return f"""WITH done AS ({self._complete_update(3, "$5")}),
+            next AS ({pick}), claimed AS ({update})
+            SELECT d.completed, c.*
+            FROM (SELECT count(*) AS completed FROM done) d LEFT JOIN claimed c ON true"""
+
+    def _claimed_jobs(self, queue: str, rows: list[Row]) -> Steps[list[Job]]:
+        """The claimed jobs of ``rows`` in fetch order (an empty claim checks the queue)."""
+        jobs = [Job.from_row(r) for r in rows if r["id"] is not None]
+        if not jobs:
+            # Only an empty fetch pays for telling "no jobs" from "no such queue".
+            yield from self._require_queue(queue)
+        jobs.sort(key=Job.sort_key)
+        return jobs
+
+    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+        """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order."""
+        sql = self._fetch_sql
 
         def steps() -> Steps[list[Job]]:
             rows = yield Statement(sql, (queue, batch_size))
-            if not rows:
-                # Only an empty fetch pays for telling "no jobs" from "no such queue".
-                yield from self._require_queue(queue)
-            return sorted((Job.from_row(r) for r in rows), key=Job.sort_key)
+            return (yield from self._claimed_jobs(queue, rows))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
@@ -545,13 +588,26 @@ class PostgresEngine:
 
     def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
         """active -> completed, storing ``output``."""
-        sql = f"""UPDATE {self.s}.job j SET state = 'completed', completed_on = now(),
-                output = $4::text::jsonb
-            FROM {_targets_sql(2)}
-            WHERE j.name = $1 AND j.state = 'active' AND {_fence()}
-            RETURNING j.id"""
         params = (queue, *_target_params(targets), output_json)
-        return self._single("complete", sql, params, rowcount)
+        return self._single("complete", self._complete_sql, params, rowcount)
+
+    def complete_and_fetch(
+        self, queue: str, targets: Targets, output_json: str | None, batch_size: int
+    ) -> Plan[Handoff] | None:
+        """``complete`` then ``fetch`` in one statement; None where the engine cannot change
+        the job table twice in one statement (run the two plans one after the other)."""
+        if not self.capabilities.multi_mutation_cte:
+            return None
+        sql = self._complete_and_fetch_sql
+        params = (queue, batch_size, *_target_params(targets), output_json)
+
+        def steps() -> Steps[Handoff]:
+            rows = yield Statement(sql, params)
+            jobs = yield from self._claimed_jobs(queue, rows)
+            return Handoff(as_int(rows[0]["completed"]), jobs)
+
+        # No contention result: under contention the completion must not be reported lost.
+        return self._plan("complete_and_fetch", steps)
 
     def touch(self, queue: str, targets: Targets) -> Plan[int]:
         """Heartbeat: ``heartbeat_on = now()`` for active jobs."""
