@@ -224,12 +224,16 @@ _NUL_ESCAPE = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 """A JSON escape of a NUL character (not an escaped backslash followed by "u0000")."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+"""Shared: ``json.dumps`` with arguments builds a new encoder on every call."""
+
+
 def dump_json(field: str, value: Any) -> str | None:
     """JSON text of ``value`` (``None`` stays ``None``), or :class:`InvalidOptions`."""
     if value is None:
         return None
     try:
-        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidOptions(field, value, f"is not JSON-serialisable: {exc}") from None
     if "\\u0000" in text and _NUL_ESCAPE.search(text):

@@ -21,12 +21,12 @@ from .states import JobState
 
 def as_int(value: Any) -> int:
     """An integer column as int (CockroachDB may send INT8 as text)."""
-    return int(value)
+    return value if type(value) is int else int(value)
 
 
 def as_opt_int(value: Any) -> int | None:
     """A nullable integer column."""
-    return None if value is None else int(value)
+    return value if value is None or type(value) is int else int(value)
 
 
 def as_uuid(value: Any) -> uuid.UUID:
@@ -51,7 +51,10 @@ def as_time(value: Any) -> dt.datetime | None:
     if isinstance(value, str):
         value = dt.datetime.fromisoformat(value)
     assert isinstance(value, dt.datetime)
-    if value.tzinfo is None:  # a server that sends naive times sends them in UTC
+    zone = value.tzinfo
+    if zone is dt.UTC:
+        return value
+    if zone is None:  # a server that sends naive times sends them in UTC
         return value.replace(tzinfo=dt.UTC)
     return value.astimezone(dt.UTC)
 

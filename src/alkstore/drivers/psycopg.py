@@ -4,7 +4,9 @@ Statements run on a ``RawCursor`` (psycopg ≥ 3.2), which sends the SQL to the 
 with PostgreSQL's own ``$1`` placeholders: no rewriting to ``%s``, a placeholder may appear
 more than once, and a literal ``%`` needs no escaping. Parameters are bound server-side and
 psycopg prepares statements it sees often (``prepare_threshold``), unless
-``DriverSettings.prepared_statements`` is off.
+``DriverSettings.prepared_statements`` is off. Lists are bound and rows come back in the
+binary format: PostgreSQL's binary output of timestamps and uuids costs the server less than
+text, and psycopg parses it faster.
 
 Connections opened from a DSN are autocommit and pooled by :mod:`.pool` (see there why not
 psycopg_pool). A caller's connection is used as it is: its autocommit setting is never
@@ -26,6 +28,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
+from psycopg.types.array import ListBinaryDumper
 
 from ..core.plans import Isolation, Row, Statement
 from .base import AsyncSession, AsyncSource, DriverSettings, ErrorInfo, SyncSession, SyncSource
@@ -34,6 +37,12 @@ from .pool import AsyncPool, SyncPool
 
 SyncConnection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
+
+
+SESSION_UTC = "SET TimeZone TO 'UTC'"
+"""Run on every connection this driver opens: psycopg then returns timestamps with
+``datetime.UTC`` itself, which the records keep as they are instead of converting each one
+(a caller's connection keeps its own time zone; nothing in alkstore's SQL depends on it)."""
 
 
 def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
@@ -46,6 +55,13 @@ def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
     if not settings.prepared_statements:
         kwargs["prepare_threshold"] = None
     return kwargs
+
+
+def _cursor_options(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> None:
+    """Bind lists as binary arrays: psycopg's text array dumper escapes every element with a
+    regular expression, which cost more client time than the rest of a 1,000-job ``send``.
+    Set on the cursor's own adapters, so a caller's connection keeps its configuration."""
+    cur.adapters.register_dumper(list, ListBinaryDumper)
 
 
 def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool:
@@ -77,7 +93,8 @@ class PsycopgSession:
     def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         with psycopg.RawCursor(self.connection, row_factory=dict_row) as cur:
-            cur.execute(statement.sql, statement.params)
+            _cursor_options(cur)
+            cur.execute(statement.sql, statement.params, binary=True)
             if not _has_rows(cur):
                 return []
             return cur.fetchall()
@@ -164,7 +181,9 @@ class PsycopgSyncDriver:
         kwargs = _connect_kwargs(settings)
 
         def connect() -> SyncConnection:
-            return psycopg.Connection.connect(dsn, **kwargs)
+            conn = psycopg.Connection.connect(dsn, **kwargs)
+            conn.execute(SESSION_UTC)
+            return conn
 
         def close(conn: SyncConnection) -> None:
             conn.close()
@@ -198,7 +217,8 @@ class AsyncPsycopgSession:
     async def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         async with psycopg.AsyncRawCursor(self.connection, row_factory=dict_row) as cur:
-            await cur.execute(statement.sql, statement.params)
+            _cursor_options(cur)
+            await cur.execute(statement.sql, statement.params, binary=True)
             if not _has_rows(cur):
                 return []
             return await cur.fetchall()
@@ -285,7 +305,9 @@ class PsycopgAsyncDriver:
         kwargs = _connect_kwargs(settings)
 
         async def connect() -> AsyncConnection:
-            return await psycopg.AsyncConnection.connect(dsn, **kwargs)
+            conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
+            await conn.execute(SESSION_UTC)
+            return conn
 
         async def close(conn: AsyncConnection) -> None:
             await conn.close()

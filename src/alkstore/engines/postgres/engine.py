@@ -471,10 +471,12 @@ class PostgresEngine:
         a large batch without options binds two arrays instead of sixteen.
         """
         options = [job.options for job in jobs]
+        # Jobs sent without options share one JobOptions object: look at each object once.
+        distinct = {id(o): o for o in options}.values()
         bound = [
-            name for name in SEND_OPTION_SQL if any(getattr(o, name) is not None for o in options)
+            name for name in SEND_OPTION_SQL if any(getattr(o, name) is not None for o in distinct)
         ]
-        timed = any(o.start_after is not None for o in options)
+        timed = any(o.start_after is not None for o in distinct)
         arrays: dict[str, list[Any]] = {
             "id": [job.id for job in jobs],
             "data": [job.data_json for job in jobs],
