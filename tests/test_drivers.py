@@ -437,6 +437,39 @@ def test_application_name_and_prepared_statements(flavour: Flavour, _driver_dsn:
     run(scenario())
 
 
+@each
+def test_session_setup_runs_on_opened_connections_only(flavour: Flavour, _driver_dsn: str) -> None:
+    setup = ("SET TimeZone TO 'UTC'", "SELECT set_config('work_mem', '1234kB', false)")
+    settings = "SELECT current_setting('TimeZone') AS tz, current_setting('work_mem') AS mem"
+
+    async def scenario() -> None:
+        source = await flavour.open(_driver_dsn, pool_size=1, session_setup=setup)
+        try:
+            async with source.session() as s:
+                assert await s.q(settings) == [{"tz": "UTC", "mem": "1234kB"}]
+                await s.q("SET TimeZone TO 'Europe/Paris'")
+            async with source.session() as s:  # the same connection, back from the pool
+                [row] = await s.q(settings)
+            if flavour.driver_name == "asyncpg":
+                # asyncpg's pool resets sessions (RESET ALL) on release; the setup follows
+                assert row == {"tz": "UTC", "mem": "1234kB"}
+            else:
+                assert row == {"tz": "Europe/Paris", "mem": "1234kB"}
+        finally:
+            await source.close()
+        native = await flavour.connect(_driver_dsn)
+        try:
+            adopted = flavour.adopt(native)
+            assert adopted is not None
+            async with adopted.session() as s:
+                [row] = await s.q(settings)
+                assert row["mem"] != "1234kB"  # a caller's connection is left as it is
+        finally:
+            await flavour.close_native(native)
+
+    run(scenario())
+
+
 # --- transactions ------------------------------------------------------------------------
 
 

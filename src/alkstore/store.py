@@ -328,9 +328,12 @@ class ConnectOptions:
     def settings(self, target: Target) -> DriverSettings:
         """Driver settings: one connection, no prepared statements, on single-session engines."""
         name = "postgres" if target.requested == AUTO else target.requested
-        single = engine_class(name).capabilities.single_connection
+        engine = engine_class(name)
+        single = engine.capabilities.single_connection
         return DriverSettings(
-            pool_size=1 if single else self.pool_size, prepared_statements=not single
+            pool_size=1 if single else self.pool_size,
+            prepared_statements=not single,
+            session_setup=engine.session_setup,
         )
 
     def engine_for(self, target: Target, detected: str | None) -> PostgresEngine:

@@ -147,12 +147,27 @@ class AsyncpgDriver:
         kwargs: dict[str, Any] = {}
         if not settings.prepared_statements:
             kwargs["statement_cache_size"] = 0
+        setup = ";".join(settings.session_setup)
+
+        async def init(conn: asyncpg.Connection[Any]) -> None:
+            if setup:
+                await conn.execute(setup)
+
+        async def reset(conn: asyncpg.Connection[Any]) -> None:
+            # asyncpg's own reset (RESET ALL among it) undoes the setup: send both at once,
+            # in the one round trip a release costs anyway.
+            query = ";".join(q for q in (conn.get_reset_query(), setup) if q)
+            if query:
+                await conn.execute(query)
+
         pool: Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
             min_size=0,
             max_size=settings.pool_size,
             timeout=settings.connect_timeout,
             server_settings={"application_name": settings.application_name},
+            init=init,
+            reset=reset,
             **kwargs,
         )
         return _OpenedSource(pool)

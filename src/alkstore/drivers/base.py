@@ -33,6 +33,9 @@ class DriverSettings:
     connect_timeout: float = 10.0
     """Seconds to wait for a connection."""
     application_name: str = "alkstore"
+    session_setup: tuple[str, ...] = ()
+    """Constant statements (no parameters) run on every connection the driver opens, and
+    again wherever the driver's pool resets a connection's session settings."""
 
 
 @attrs.frozen

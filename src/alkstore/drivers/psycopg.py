@@ -39,12 +39,6 @@ SyncConnection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
 
 
-SESSION_UTC = "SET TimeZone TO 'UTC'"
-"""Run on every connection this driver opens: psycopg then returns timestamps with
-``datetime.UTC`` itself, which the records keep as they are instead of converting each one
-(a caller's connection keeps its own time zone; nothing in alkstore's SQL depends on it)."""
-
-
 def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "autocommit": True,
@@ -182,7 +176,8 @@ class PsycopgSyncDriver:
 
         def connect() -> SyncConnection:
             conn = psycopg.Connection.connect(dsn, **kwargs)
-            conn.execute(SESSION_UTC)
+            for sql in settings.session_setup:
+                conn.execute(sql)
             return conn
 
         def close(conn: SyncConnection) -> None:
@@ -306,7 +301,8 @@ class PsycopgAsyncDriver:
 
         async def connect() -> AsyncConnection:
             conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
-            await conn.execute(SESSION_UTC)
+            for sql in settings.session_setup:
+                await conn.execute(sql)
             return conn
 
         async def close(conn: AsyncConnection) -> None:

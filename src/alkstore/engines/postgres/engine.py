@@ -48,6 +48,17 @@ QUEUE_COLUMNS = (
     "heartbeat_seconds, retention_seconds, deletion_seconds, dead_letter, partition, "
     "created_on, updated_on"
 )
+SESSION_SETUP = (
+    # Timestamps then arrive in UTC already, and the records keep them as they are.
+    "SET TimeZone TO 'UTC'",
+    # Until ANALYZE has seen a burst of new jobs, the planner guesses that a queue holds a
+    # handful of them and claims through a bitmap scan plus a sort of the whole queue
+    # (100,000 jobs: 240 ms a fetch instead of 1 ms). Without bitmap scans the only cheap
+    # plan left is the ordered walk of the job_fetch index. pg_settings filters the setting
+    # out on servers that do not have it.
+    "SELECT set_config(name, 'off', false) FROM pg_settings WHERE name = 'enable_bitmapscan'",
+)
+"""What :attr:`PostgresEngine.session_setup` runs."""
 TIMED_OUT = json.dumps({"message": "job timed out"})
 HEARTBEAT_TIMED_OUT = json.dumps({"message": "heartbeat timed out"})
 
@@ -133,6 +144,8 @@ class PostgresEngine:
     """Isolation every transaction of this engine runs at (None: the server default)."""
     emulation_profile: ClassVar[str | None] = None
     """The guard profile that emulates this engine's server on stock PostgreSQL, if any."""
+    session_setup: ClassVar[tuple[str, ...]] = SESSION_SETUP
+    """Statements run on every connection the store opens (never on a caller's)."""
 
     def __init__(self, schema: str = "alkstore", *, emulated: bool = False) -> None:
         self.schema = schema
