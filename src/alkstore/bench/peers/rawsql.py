@@ -1,10 +1,11 @@
 """The raw-SQL ceiling: the same drain as two bare prepared statements per batch.
 
 A minimal jobs table (bigint identity id, state, jsonb data, a partial index on queued ids);
-a claim ``UPDATE … WHERE id IN (SELECT id … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING id``
-and a complete ``UPDATE … WHERE id = ANY(ids)``, each prepared, on psycopg connections opened
-before the clock starts (one per consumer). Nothing a job queue must do beyond that (retries,
-expiry, options, fencing, result rows) is done, which is what makes it a ceiling.
+a claim ``UPDATE … WHERE id IN (SELECT id … FOR UPDATE SKIP LOCKED LIMIT n) RETURNING id,
+data`` and a complete ``UPDATE … WHERE id = ANY(ids)``, each prepared, on psycopg connections
+opened before the clock starts (one per consumer). The claim returns each job's payload, as
+every queue in the comparison must hand it to its consumer; nothing else a job queue does
+(retries, expiry, options, fencing, full job records) is done, which makes it a ceiling.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class Statements:
         self.claim = f"""UPDATE {s}.job SET state = 'active'
             WHERE id IN (SELECT id FROM {s}.job WHERE state = 'queued'
                          ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-            RETURNING id"""
+            RETURNING id, data"""
         self.complete = f"UPDATE {s}.job SET state = 'completed' WHERE id = ANY($1::bigint[])"
         self.completed = f"SELECT count(*) FROM {s}.job WHERE state = 'completed'"
 
@@ -109,7 +110,7 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         def fetch(n: int) -> Sequence[Any]:
             with pool.cursor() as cur:
                 cur.execute(sql.claim, (n,), prepare=True)
-                return [row[0] for row in cur.fetchall()]
+                return [row[0] for row in cur.fetchall()]  # the payload is read, then dropped
 
         def complete(ids: Sequence[Any]) -> None:
             with pool.cursor() as cur:
