@@ -1,9 +1,9 @@
 """The claim stays an ordered walk of the fetch index before ANALYZE has seen the jobs.
 
 Until autovacuum analyzes a burst of new jobs, PostgreSQL guesses that a queue holds a
-handful of them; on PostgreSQL 15, from about 100,000 jobs on, it claimed through a bitmap scan and a sort of the
-whole queue (100,000 jobs: 240 ms a fetch). The engine's session setup rules bitmap scans
-out on the connections a store opens.
+handful of them. On PostgreSQL 15, from about 100,000 jobs on, it then claimed through a
+bitmap scan and a sort of the whole queue (240 ms a fetch). The engine's session setup rules
+bitmap scans out on the connections a store opens.
 """
 
 from __future__ import annotations

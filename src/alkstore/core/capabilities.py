@@ -17,6 +17,8 @@ class Capabilities:
     """``FOR UPDATE SKIP LOCKED`` claims; else an atomic ``UPDATE`` with a state recheck."""
     multi_mutation_cte: bool = True
     """One statement may change a table twice; else split statements in one transaction."""
+    tuple_ids: bool = True
+    """A claim re-finds the rows it locked by ``ctid`` (a direct tuple fetch); else by key."""
     table_partitioning: bool = True
     """Declarative ``PARTITION BY LIST``; else one shared job table."""
     deferrable_constraints: bool = True

@@ -29,7 +29,7 @@ class CitusDistributedEngine(CitusEngine):
     """Citus with the job table sharded by queue name."""
 
     name: ClassVar[str] = "citus-distributed"
-    capabilities: ClassVar[Capabilities] = Capabilities(table_partitioning=False)
+    capabilities: ClassVar[Capabilities] = Capabilities(tuple_ids=False, table_partitioning=False)
     emulation_profile: ClassVar[str | None] = "citus-distributed"
 
     def after_install(self) -> list[Statement]:

@@ -23,6 +23,7 @@ class CockroachDBEngine(PostgresEngine):
     capabilities: ClassVar[Capabilities] = Capabilities(
         skip_locked=False,
         multi_mutation_cte=False,
+        tuple_ids=False,
         table_partitioning=False,
         deferrable_constraints=False,
         advisory_locks=False,

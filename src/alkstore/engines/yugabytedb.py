@@ -20,6 +20,7 @@ class YugabyteDBEngine(PostgresEngine):
 
     name: ClassVar[str] = "yugabytedb"
     capabilities: ClassVar[Capabilities] = Capabilities(
+        tuple_ids=False,
         table_partitioning=False,
         # Deferrable foreign keys work there, deferrable unique/primary keys do not; the
         # engine uses neither, and declares the capability off to stay on the safe side.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import SchemaVersionError, UnsupportedByEngine
+from alkstore import JobState, SchemaVersionError, UnsupportedByEngine
 from alkstore.engines.postgres.identifiers import partition_table
 from alkstore.engines.postgres.schema import LATEST
 
@@ -63,6 +63,24 @@ def test_partitioned_queue_gets_its_own_partition(store):
     gone = store.sql("SELECT to_regclass($1::text) IS NULL AS gone", f"{store.schema}.{table}")
     assert gone[0]["gone"] is True
     assert store.job_count() == 1
+
+
+@pytest.mark.requires("table_partitioning", "plpgsql")
+def test_fetch_claims_only_its_own_partition_s_rows(store):
+    # The first row of each partition sits at the same place in its table (same ctid): a
+    # claim that re-finds its rows by physical position must still stay in its own queue.
+    store.create_queue("own", partition=True)
+    store.create_queue("shared")
+    own = store.send("own", "o")
+    shared = store.send("shared", "s")
+    (job,) = store.fetch("own", batch_size=5)
+    assert job.id == own
+    assert store.get_job("shared", shared).state is JobState.CREATED
+    assert [j.id for j in store.fetch("shared", batch_size=5)] == [shared]
+    assert store.get_job("own", own).state is JobState.ACTIVE
+    done, more = store.complete_and_fetch("own", job, batch_size=5)
+    assert (done, more) == (1, [])
+    assert store.get_job("shared", shared).state is JobState.ACTIVE
 
 
 def test_partition_option_follows_the_capability(store):

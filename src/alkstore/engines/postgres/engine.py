@@ -536,10 +536,16 @@ class PostgresEngine:
         ``next``) and the UPDATE of those rows that returns the claimed jobs."""
         s = self.s
         queued = in_list(QUEUED)
-        pick = f"""SELECT name, id FROM {s}.job
+        caps = self.capabilities
+        # The locked rows are re-found by ctid where that exists: a direct tuple fetch instead
+        # of a primary-key descent per row (measured: 27 % of the server's time per job at
+        # 100 a fetch). A ctid is unique within one partition, and only the partition of
+        # queue $1 holds rows named $1, so "name = $1 AND ctid = ..." is one row.
+        key = "ctid" if caps.tuple_ids and caps.skip_locked else "id"
+        pick = f"""SELECT {key} FROM {s}.job
                 WHERE name = $1 AND state IN {queued} AND start_after <= now()
                 ORDER BY priority DESC, created_on, id LIMIT {limit}"""
-        if self.capabilities.skip_locked:
+        if caps.skip_locked:
             pick += " FOR UPDATE SKIP LOCKED"
             recheck = ""
         else:
@@ -550,7 +556,7 @@ class PostgresEngine:
                 heartbeat_on = CASE WHEN j.heartbeat_seconds IS NULL THEN NULL ELSE now() END,
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                    ELSE j.retry_count + 1 END
-            FROM next WHERE j.name = $1 AND j.id = next.id{recheck}
+            FROM next WHERE j.name = $1 AND j.{key} = next.{key}{recheck}
             RETURNING {RETURNED_JOB_COLUMNS}"""
         return pick, update
 
