@@ -243,7 +243,7 @@ def test_conformance_lists_skips_with_capability_and_reason(
 ) -> None:
     report = tmp_path / "matrix.json"
     argv = ["--dsn", _cli_dsn, "--engine", "cockroachdb", "--emulate", "--driver", "psycopg"]
-    assert run_cli("conformance", *argv, "-k", "partition", "--json", str(report)) == 0
+    assert run_cli("conformance", *argv, "-k", "partitioned_queue", "--json", str(report)) == 0
     skips = json.loads(report.read_text())["skips"]
     partitioned = [s for s in skips if "test_partitioned_queue" in s["test"]]
     assert len(partitioned) == 1

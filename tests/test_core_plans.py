@@ -206,6 +206,7 @@ def test_serialization_pause_is_capped_and_scaled_by_jitter(attempt: int, jitter
 DOCUMENTED = [
     "skip_locked",
     "multi_mutation_cte",
+    "tuple_ids",
     "table_partitioning",
     "deferrable_constraints",
     "advisory_locks",
