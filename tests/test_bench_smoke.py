@@ -138,7 +138,13 @@ def test_scale(_bench_dsn: str, tmp_path: Path) -> None:
         "scale --depths 100,500 --samples 20 --drain-jobs 50 --consumers 2 --batch 5",
     )
     rows = doc["results"]
-    assert [(r["queued"], r["finished"]) for r in rows] == [(100, 0), (500, 0), (100, 500)]
+    assert [(r["queued"], r["finished"]) for r in rows] == [
+        (100, 0),
+        (500, 0),
+        (100, 500),
+        (500, 0),
+    ]
+    assert rows[-1]["scenario"] == "500 queued, never analyzed"
     for row in rows:
         assert row["fetch_samples"] == 20
         assert row["fetch_p50_ms"] > 0

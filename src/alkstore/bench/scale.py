@@ -1,10 +1,13 @@
 """``bench scale``: fetch latency and drain rate as the job table grows.
 
-Scenarios: one per queue depth (10k, 100k, 1M queued jobs by default) and one with the
-smallest depth queued plus many finished (completed) jobs retained in the same queue. The
-table is filled by one ``INSERT … SELECT generate_series`` straight into the job table (the
-schema of :mod:`alkstore.engines.postgres.schema`), then vacuumed and analysed as autovacuum
-would soon do. Then, through the store: ``samples`` fetches of one job by one consumer, each
+Scenarios: one per queue depth (10k, 100k, 1M queued jobs by default), one with the
+smallest depth queued plus many finished (completed) jobs retained in the same queue, and
+the largest depth once more before any ANALYZE (a burst of jobs the planner has no
+statistics for yet). The table is filled by one ``INSERT … SELECT generate_series`` straight
+into the job table (the schema of :mod:`alkstore.engines.postgres.schema`), then vacuumed and
+analysed as autovacuum would soon do, except in the burst scenario, where autovacuum is
+switched off for the job table so that it cannot analyse it during the measurement. Then,
+through the store: ``samples`` fetches of one job by one consumer, each
 completed (the fetch latency), and a drain of ``drain_jobs`` jobs by ``consumers`` consumers
 fetching ``batch`` at a time (the drain rate).
 """
@@ -50,19 +53,25 @@ class Scenario:
 
     queued: int
     finished: int = 0
+    analyzed: bool = True
+    """Whether the table is analysed after the fill (else: a burst before any ANALYZE)."""
 
     @property
     def name(self) -> str:
-        """``10,000 queued`` or ``10,000 queued + 1,000,000 finished``."""
+        """``10,000 queued``, ``10,000 queued + 1,000,000 finished``, or ``… never analyzed``."""
         text = f"{self.queued:,} queued"
-        return f"{text} + {self.finished:,} finished" if self.finished else text
+        if self.finished:
+            text += f" + {self.finished:,} finished"
+        return text if self.analyzed else f"{text}, never analyzed"
 
 
 def scenarios(depths: list[int], finished: int) -> list[Scenario]:
-    """One scenario per depth, then the smallest depth with ``finished`` finished jobs."""
+    """One scenario per depth, the smallest depth with ``finished`` finished jobs, then the
+    largest depth before any ANALYZE."""
     result = [Scenario(depth) for depth in depths]
     if finished > 0:
         result.append(Scenario(min(depths), finished))
+    result.append(Scenario(max(depths), analyzed=False))
     return result
 
 
@@ -90,6 +99,17 @@ def fill(
             with psycopg.RawCursor(conn) as cur:
                 cur.execute(sql, (queue, state, start + 1, end))
             tick(end - start)
+
+
+def without_autovacuum(dsn: str, schema: str) -> None:
+    """Switch autovacuum off for the table that holds the jobs (the default partition where
+    the job table is partitioned), so that nothing analyses it behind the measurement."""
+    s = quote_schema(schema)
+    with admin_connection(dsn) as conn, psycopg.RawCursor(conn) as cur:
+        cur.execute("SELECT to_regclass($1::text) IS NOT NULL", (f"{s}.job_default",))
+        partition = cur.fetchone()
+        table = f"{s}.job_default" if partition and partition[0] else f"{s}.job"
+        cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")  # identifiers
 
 
 def vacuum_analyze(dsn: str, schema: str) -> None:
@@ -132,9 +152,12 @@ def _fill_all(dsn: str, schema: str, scenario: Scenario, progress: Progress) -> 
         def tick(n: int) -> None:
             done[0] += n
 
+        if not scenario.analyzed:
+            without_autovacuum(dsn, schema)
         fill(dsn, schema, QUEUE, "completed", scenario.finished, tick)
         fill(dsn, schema, QUEUE, "created", scenario.queued, tick)
-    vacuum_analyze(dsn, schema)
+    if scenario.analyzed:
+        vacuum_analyze(dsn, schema)
     checkpoint(dsn)
     return time.perf_counter() - began
 
@@ -223,4 +246,12 @@ async def _cell_async(c: _Scale) -> dict[str, Any]:
     return c.row(fill_seconds, sampled, drained)
 
 
-__all__ = ["COLUMNS", "Scenario", "fill", "scale_cell", "scenarios", "vacuum_analyze"]
+__all__ = [
+    "COLUMNS",
+    "Scenario",
+    "fill",
+    "scale_cell",
+    "scenarios",
+    "vacuum_analyze",
+    "without_autovacuum",
+]
