@@ -208,8 +208,8 @@ class PostgresEngine:
         The last plan returns the version now installed. It runs in one transaction that
         first takes the migration lock, so when many processes start together exactly one
         migrates and the rest wait, then find the work done. The lock is an advisory lock
-        where the engine has them, else a claim row (``FOR UPDATE`` on a lock table that an
-        untransacted bootstrap plan creates, tolerating a concurrent creator).
+        where the engine has them, else a claim row (an ``UPDATE`` of the row of a lock table
+        that an untransacted bootstrap plan creates, tolerating a concurrent creator).
         """
         s = self.s
         plans: list[Plan[Any]] = []
@@ -248,8 +248,9 @@ class PostgresEngine:
 
     def _claim_row_bootstrap(self) -> Steps[None]:
         # Concurrent "IF NOT EXISTS" creators can still collide on the catalog's unique
-        # indexes; the loser's error only means the object now exists.
-        exists = frozenset({"23505", "42P06", "42P07"})
+        # indexes (23505), or find the table's row type already made by the winner (42710);
+        # the loser's error only means the object now exists.
+        exists = frozenset({"23505", "42710", "42P06", "42P07"})
         s = self.s
         yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}", tolerate=exists)
         yield Statement(
