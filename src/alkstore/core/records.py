@@ -106,7 +106,7 @@ class Job:
             as_uuid(get("id")),
             get("name"),
             as_json(get("data")),
-            _STATES[get("state")],
+            _STATES.get(get("state")) or JobState(get("state")),
             as_int(get("priority")),
             as_int(get("retry_count")),
             as_int(get("retry_limit")),

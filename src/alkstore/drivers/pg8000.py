@@ -183,8 +183,12 @@ class Pg8000Driver:
             # pg8000's timeout is the socket's, for the connection's whole life; it is meant
             # for connecting only, and a long statement (a lock wait) must not time out.
             conn._usock.settimeout(None)
-            for sql in settings.session_setup:
-                conn.run(sql)
+            try:
+                for sql in settings.session_setup:
+                    conn.run(sql)
+            except BaseException:
+                conn.close()
+                raise
             return conn
 
         def close(conn: Connection) -> None:

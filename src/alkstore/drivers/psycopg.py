@@ -176,8 +176,12 @@ class PsycopgSyncDriver:
 
         def connect() -> SyncConnection:
             conn = psycopg.Connection.connect(dsn, **kwargs)
-            for sql in settings.session_setup:
-                conn.execute(sql)
+            try:
+                for sql in settings.session_setup:
+                    conn.execute(sql)
+            except BaseException:
+                conn.close()
+                raise
             return conn
 
         def close(conn: SyncConnection) -> None:
@@ -301,8 +305,12 @@ class PsycopgAsyncDriver:
 
         async def connect() -> AsyncConnection:
             conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
-            for sql in settings.session_setup:
-                await conn.execute(sql)
+            try:
+                for sql in settings.session_setup:
+                    await conn.execute(sql)
+            except BaseException:
+                await conn.close()
+                raise
             return conn
 
         async def close(conn: AsyncConnection) -> None:

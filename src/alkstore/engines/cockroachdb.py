@@ -36,3 +36,5 @@ class CockroachDBEngine(PostgresEngine):
     )
     isolation: ClassVar[Isolation | None] = Isolation.SERIALIZABLE
     emulation_profile: ClassVar[str | None] = "cockroachdb"
+    # UTC only: the cost-based optimizer has no bitmap scans to turn off.
+    session_setup: ClassVar[tuple[str, ...]] = ("SET TimeZone TO 'UTC'",)

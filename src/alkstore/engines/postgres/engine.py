@@ -118,6 +118,8 @@ SEND_TYPES = {
 COPIED_COLUMNS = ("name", "id", "state", "priority", "retry_count", "data", "output", "dead_letter")
 """Columns of a failed job that the split-statement path binds into its dead-letter copy."""
 INT_COLUMNS = frozenset({"priority", "retry_count"})
+RECLAIM_ROUNDS = 3
+"""How many more claims a ctid claim makes for rows it locked but could not re-find."""
 
 
 def _columns(rows: Sequence[Row], names: Sequence[str]) -> tuple[list[Any], ...]:
@@ -547,7 +549,7 @@ class PostgresEngine:
         # predicate locks on all of them (the emulated CockroachDB claim ran 20 x slower).
         key, join = (
             ("ctid", "j.name = $1 AND j.ctid = next.ctid")
-            if caps.tuple_ids and caps.skip_locked
+            if self._claims_by_ctid
             else ("name, id", "j.name = next.name AND j.id = next.id")
         )
         pick = f"""SELECT {key} FROM {s}.job
@@ -578,10 +580,20 @@ class PostgresEngine:
 
     # The hot statements are built once per engine: building them per call showed up in
     # the client's profile of one-job fetches.
+    @property
+    def _claims_by_ctid(self) -> bool:
+        caps = self.capabilities
+        return caps.tuple_ids and caps.skip_locked
+
     @functools.cached_property
     def _fetch_sql(self) -> str:
         pick, update = self._claim("$2")
-        return f"WITH next AS ({pick}) {update}"
+        if not self._claims_by_ctid:
+            return f"WITH next AS ({pick}) {update}"
+        # A ctid claim also says how many rows it locked (see _claimed_jobs).
+        return f"""WITH next AS ({pick}), claimed AS ({update})
+            SELECT n.picked, c.*
+            FROM (SELECT count(*) AS picked FROM next) n LEFT JOIN claimed c ON true"""
 
     @functools.cached_property
     def _complete_sql(self) -> str:
@@ -595,12 +607,27 @@ class PostgresEngine:
         pick, update = self._claim("$2")
         return f"""WITH done AS ({self._complete_update(3, "$5")}),
             next AS ({pick}), claimed AS ({update})
-            SELECT d.completed, c.*
-            FROM (SELECT count(*) AS completed FROM done) d LEFT JOIN claimed c ON true"""
+            SELECT d.completed, n.picked, c.*
+            FROM (SELECT count(*) AS completed FROM done) d
+            CROSS JOIN (SELECT count(*) AS picked FROM next) n
+            LEFT JOIN claimed c ON true"""
 
     def _claimed_jobs(self, queue: str, rows: list[Row]) -> Steps[list[Job]]:
         """The claimed jobs of ``rows`` in fetch order (an empty claim checks the queue)."""
         jobs = [Job.from_row(r) for r in rows if r["id"] is not None]
+        if self._claims_by_ctid:
+            # A queued row that another transaction changed (still queued) after this
+            # statement's snapshot is locked in its new version, which a ctid lookup under
+            # the old snapshot cannot see: it stays queued, unclaimed. Claim that many again,
+            # so that a fetch does not come back short while such jobs wait.
+            missing = as_int(rows[0]["picked"]) - len(jobs)
+            for _ in range(RECLAIM_ROUNDS):
+                if missing <= 0:
+                    break
+                more = yield Statement(self._fetch_sql, (queue, missing))
+                claimed = [Job.from_row(r) for r in more if r["id"] is not None]
+                jobs += claimed
+                missing = as_int(more[0]["picked"]) - len(claimed)
         if not jobs:
             # Only an empty fetch pays for telling "no jobs" from "no such queue".
             yield from self._require_queue(queue)
