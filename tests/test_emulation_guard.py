@@ -242,6 +242,8 @@ REJECT: list[tuple[Profile, str, str, str]] = [
         "INITIALLY DEFERRED)",
         "INITIALLY DEFERRED on UNIQUE",
     ),
+    (CRDB, "ctid", "UPDATE s.job j SET state = 'active' FROM n WHERE j.ctid = n.ctid", "ctid"),
+    (YB, "ctid", "SELECT CTID FROM s.job WHERE name = $1 FOR UPDATE SKIP LOCKED", "CTID"),
     (YB, "alter-type", "ALTER TYPE mood ADD VALUE 'meh'", "ALTER TYPE mood"),
     (YB, "lock-table", 'LOCK TABLE "s".job IN EXCLUSIVE MODE', "LOCK TABLE"),
     (YB, "lock-table", "BEGIN; LOCK s.job; COMMIT", "LOCK s.job"),
@@ -406,6 +408,8 @@ ACCEPT: list[tuple[Profile, str, str]] = [
     (YB, "deferrable-key", "CREATE TABLE t (id int UNIQUE, p int REFERENCES q (id) DEFERRABLE)"),
     (YB, "deferrable-key", "CREATE TABLE t (id int PRIMARY KEY NOT DEFERRABLE)"),
     (YB, "alter-type", "ALTER TABLE t ALTER COLUMN c TYPE bigint, ALTER d TYPE text"),
+    (CRDB, "ctid", "SELECT ybctid, ctid_count FROM t WHERE note = 'ctid'"),
+    (YB, "ctid", "SELECT ybctid FROM s.job -- not the ctid"),
     (YB, "lock-table", "SELECT * FROM pg_locks"),
     (YB, "lock-table", "SELECT id FROM s.job WHERE name = $1 FOR UPDATE"),
     (YB, "lock-table", "UPDATE t SET lock = true WHERE id = $1"),
@@ -482,7 +486,7 @@ def test_every_rule_has_a_rejected_and_an_accepted_case(profile: Profile) -> Non
 
 def test_profiles() -> None:
     assert set(PROFILES) == {"cockroachdb", "yugabytedb", "citus-distributed"}
-    assert [len(p.rules) for p in PROFILES.values()] == [9, 7, 4]
+    assert [len(p.rules) for p in PROFILES.values()] == [10, 8, 4]
     assert (CRDB.isolation, CRDB.ints_as_text) == (Isolation.SERIALIZABLE, True)
     assert (YB.isolation, YB.ints_as_text) == (Isolation.REPEATABLE_READ, False)
     assert (CITUS.isolation, CITUS.ints_as_text) == (None, False)

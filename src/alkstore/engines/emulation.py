@@ -357,6 +357,7 @@ _ADVISORY = re.compile(r"\bpg_\w*advisory\w*\s*\(", re.I)
 _PLPGSQL = re.compile(r"\bLANGUAGE\s+\"?plpgsql\"?(?!\w)", re.I)
 _DO_BLOCK = re.compile(r"(?:^|;)\s*(DO\s+(?:LANGUAGE\s+[\w\"]+\s+)?\$\$)", re.I)
 _ALTER_TYPE = re.compile(rf"{_STMT}(ALTER\s+TYPE\s+{_NAME})", re.I)
+_CTID = re.compile(r"\b(ctid)\b", re.I)
 _LOCK_TABLE = re.compile(rf"{_STMT}(LOCK\s+(?:TABLE\s+)?(?:ONLY\s+)?{_NAME})", re.I)
 _XID = re.compile(
     r"\b(?:txid_\w+|pg_current_xact_id\w*|pg_xact_status|pg_xact_commit_timestamp\w*"
@@ -664,6 +665,7 @@ class Profile:
 _ADVISORY_RULE = "advisory-locks"
 _PARTITIONING_RULE = "partitioning"
 _LISTEN_RULE = "listen-notify"
+_CTID_RULE = "ctid"
 
 COCKROACHDB = Profile(
     "cockroachdb",
@@ -706,6 +708,11 @@ COCKROACHDB = Profile(
             _plpgsql,
         ),
         Rule(
+            _CTID_RULE,
+            "CockroachDB has no ctid system column (a row is found by its primary key)",
+            _search(_CTID),
+        ),
+        Rule(
             "add-column-then-update",
             "CockroachDB cannot UPDATE a column in the transaction whose ALTER TABLE … ADD "
             "COLUMN added it (the schema change completes only after commit)",
@@ -716,7 +723,7 @@ COCKROACHDB = Profile(
     Isolation.SERIALIZABLE,
     ints_as_text=True,
 )
-"""CockroachDB: SERIALIZABLE by default, INT may reach the client as text, nine rules."""
+"""CockroachDB: SERIALIZABLE by default, INT may reach the client as text, ten rules."""
 
 YUGABYTEDB = Profile(
     "yugabytedb",
@@ -742,6 +749,11 @@ YUGABYTEDB = Profile(
         Rule("alter-type", "YugabyteDB does not support ALTER TYPE", _search(_ALTER_TYPE)),
         Rule("lock-table", "YugabyteDB does not support LOCK TABLE", _search(_LOCK_TABLE)),
         Rule(
+            _CTID_RULE,
+            "YugabyteDB rows have no PostgreSQL ctid (they are addressed by ybctid)",
+            _search(_CTID),
+        ),
+        Rule(
             "xid-functions",
             "YugabyteDB has no PostgreSQL transaction ids: the txid_* / pg_current_xact_id "
             "and snapshot functions are unsupported",
@@ -750,7 +762,7 @@ YUGABYTEDB = Profile(
     ),
     Isolation.REPEATABLE_READ,
 )
-"""YugabyteDB: REPEATABLE READ by default, seven rules."""
+"""YugabyteDB: REPEATABLE READ by default, eight rules."""
 
 
 def citus_distributed(table: str = "job", column: str = "name") -> Profile:
