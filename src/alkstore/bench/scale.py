@@ -23,7 +23,9 @@ from typing import Any
 import attrs
 import psycopg
 
-from ..engines.postgres.identifiers import quote_schema
+from ..engines import engine_class
+from ..engines.postgres.identifiers import quote_ident, quote_schema
+from ..engines.postgres.schema import rows_table
 from .drain import QUEUE, Backend, alkstore_row, store_tasks, store_threads
 from .loops import LoopOutcome, Tally, tracked
 from .measure import Latency, rate, reset_peak_rss
@@ -101,15 +103,14 @@ def fill(
             tick(end - start)
 
 
-def without_autovacuum(dsn: str, schema: str) -> None:
-    """Switch autovacuum off for the table that holds the jobs (the default partition where
-    the job table is partitioned), so that nothing analyses it behind the measurement."""
-    s = quote_schema(schema)
-    with admin_connection(dsn) as conn, psycopg.RawCursor(conn) as cur:
-        cur.execute("SELECT to_regclass($1::text) IS NOT NULL", (f"{s}.job_default",))
-        partition = cur.fetchone()
-        table = f"{s}.job_default" if partition and partition[0] else f"{s}.job"
-        cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")  # identifiers
+def without_autovacuum(dsn: str, schema: str, table: str) -> None:
+    """Switch autovacuum off for ``table`` (the one that holds the jobs), so that nothing
+    analyses it behind the measurement."""
+    with admin_connection(dsn) as conn:
+        conn.execute(
+            f"ALTER TABLE {quote_schema(schema)}.{quote_ident(table)} "
+            "SET (autovacuum_enabled = off)"
+        )
 
 
 def vacuum_analyze(dsn: str, schema: str) -> None:
@@ -142,7 +143,9 @@ def scale_cell(
         drop_schema(dsn, schema)
 
 
-def _fill_all(dsn: str, schema: str, scenario: Scenario, progress: Progress) -> float:
+def _fill_all(
+    dsn: str, schema: str, backend: Backend, scenario: Scenario, progress: Progress
+) -> float:
     began = time.perf_counter()
     done = [0]
     with progress.track(
@@ -153,7 +156,8 @@ def _fill_all(dsn: str, schema: str, scenario: Scenario, progress: Progress) -> 
             done[0] += n
 
         if not scenario.analyzed:
-            without_autovacuum(dsn, schema)
+            caps = engine_class(backend.engine).capabilities
+            without_autovacuum(dsn, schema, rows_table(caps))
         fill(dsn, schema, QUEUE, "completed", scenario.finished, tick)
         fill(dsn, schema, QUEUE, "created", scenario.queued, tick)
     if scenario.analyzed:
@@ -179,7 +183,7 @@ class _Scale:
 
     def fill(self) -> float:
         """Fill the job table for the scenario; the seconds it took."""
-        return _fill_all(self.dsn, self.schema, self.scenario, self.progress)
+        return _fill_all(self.dsn, self.schema, self.backend, self.scenario, self.progress)
 
     def sampling(self) -> contextlib.AbstractContextManager[Tally]:
         """Reset the peak RSS; the tally of the fetch-latency samples, shown while it runs."""

@@ -15,6 +15,15 @@ from ...core.states import FINISHED, QUEUED, JobState, sql_list
 Migration = Callable[[str, Capabilities], list[str]]
 
 
+DEFAULT_PARTITION = "job_default"
+"""The partition of the job table for queues without a partition of their own."""
+
+
+def rows_table(caps: Capabilities) -> str:
+    """The table that holds the jobs of a queue without its own partition (unquoted)."""
+    return DEFAULT_PARTITION if caps.table_partitioning else "job"
+
+
 def in_list(states: frozenset[JobState]) -> str:
     """A SQL ``IN`` list of state names (constants of the core, never user input)."""
     return "(" + ", ".join(f"'{s}'" for s in sql_list(states)) + ")"
@@ -83,7 +92,7 @@ def _v1(s: str, caps: Capabilities) -> list[str]:
         ){partition_by}""",
     ]
     if caps.table_partitioning:
-        ddl.append(f"CREATE TABLE {s}.job_default PARTITION OF {s}.job DEFAULT")
+        ddl.append(f"CREATE TABLE {s}.{DEFAULT_PARTITION} PARTITION OF {s}.job DEFAULT")
     ddl += [
         f"""CREATE INDEX job_fetch ON {s}.job (name, priority DESC, created_on, id){include}
             WHERE state IN {in_list(QUEUED)}""",
