@@ -34,6 +34,7 @@ from alkstore.engines.emulation import (
     guard_sync,
     normalize,
 )
+from alkstore.engines.postgres import PostgresEngine
 from alkstore.engines.postgres.schema import MIGRATIONS
 
 CRDB, YB, CITUS = COCKROACHDB, YUGABYTEDB, CITUS_DISTRIBUTED
@@ -78,17 +79,7 @@ FAIL_UPDATE = """UPDATE "s".job j SET
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
                 j.data::text AS data, j.output::text AS output, sq.dead_letter"""
 
-DEAD_LETTER_INSERT = """INSERT INTO "s".job (id, name, data, output, priority, retry_limit,
-                retry_delay, retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
-                retention_seconds, deletion_seconds, policy, start_after, keep_until,
-                source_queue, source_id, source_retry_count)
-            SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
-                q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
-                q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
-                q.policy, now(), now() + q.retention_seconds * interval '1 second',
-                f.name, f.id, f.retry_count
-            FROM {source} JOIN "s".queue q ON q.name = f.dead_letter
-            WHERE f.state = 'failed'"""
+DEAD_LETTER_INSERT = PostgresEngine("s")._dead_letter_insert("{source}")
 
 FAIL_CTE = f"""WITH changed AS ({FAIL_UPDATE}),
                 dead AS ({DEAD_LETTER_INSERT.format(source="changed f")} RETURNING 1)

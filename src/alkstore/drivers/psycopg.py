@@ -51,11 +51,12 @@ def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
     return kwargs
 
 
-def _cursor_options(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> None:
-    """Bind lists as binary arrays: psycopg's text array dumper escapes every element with a
-    regular expression, which cost more client time than the rest of a 1,000-job ``send``.
-    Set on the cursor's own adapters, so a caller's connection keeps its configuration."""
-    cur.adapters.register_dumper(list, ListBinaryDumper)
+def _bind_lists_in_binary(owner: Any) -> None:
+    """Bind lists as binary arrays on ``owner`` (a connection or a cursor): psycopg's text
+    array dumper escapes every element with a regular expression, which cost more client
+    time than the rest of a 1,000-job ``send``. Connections this driver opens get it once; on
+    a caller's connection it is set per cursor, so the connection keeps its configuration."""
+    owner.adapters.register_dumper(list, ListBinaryDumper)
 
 
 def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool:
@@ -80,14 +81,17 @@ def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
 class PsycopgSession:
     """A :class:`~alkstore.drivers.base.SyncSession` on one psycopg connection."""
 
-    def __init__(self, conn: SyncConnection) -> None:
+    def __init__(self, conn: SyncConnection, *, opened: bool = False) -> None:
         self.connection = conn
         """The psycopg connection statements run on."""
+        self.opened = opened
+        """Whether the driver opened the connection (and so configured it already)."""
 
     def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         with psycopg.RawCursor(self.connection, row_factory=dict_row) as cur:
-            _cursor_options(cur)
+            if not self.opened:
+                _bind_lists_in_binary(cur)
             cur.execute(statement.sql, statement.params, binary=True)
             if not _has_rows(cur):
                 return []
@@ -114,7 +118,7 @@ class _OpenedSource:
     def session(self) -> Iterator[SyncSession]:
         """Borrow a session for the duration of the block."""
         with self._pool.lease() as lease:
-            yield PsycopgSession(lease.connection)
+            yield PsycopgSession(lease.connection, opened=True)
 
     def close(self) -> None:
         """Close the connections this source opened."""
@@ -176,6 +180,7 @@ class PsycopgSyncDriver:
 
         def connect() -> SyncConnection:
             conn = psycopg.Connection.connect(dsn, **kwargs)
+            _bind_lists_in_binary(conn)
             try:
                 for sql in settings.session_setup:
                     conn.execute(sql)
@@ -209,14 +214,17 @@ class PsycopgSyncDriver:
 class AsyncPsycopgSession:
     """An :class:`~alkstore.drivers.base.AsyncSession` on one psycopg async connection."""
 
-    def __init__(self, conn: AsyncConnection) -> None:
+    def __init__(self, conn: AsyncConnection, *, opened: bool = False) -> None:
         self.connection = conn
         """The psycopg connection statements run on."""
+        self.opened = opened
+        """Whether the driver opened the connection (and so configured it already)."""
 
     async def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         async with psycopg.AsyncRawCursor(self.connection, row_factory=dict_row) as cur:
-            _cursor_options(cur)
+            if not self.opened:
+                _bind_lists_in_binary(cur)
             await cur.execute(statement.sql, statement.params, binary=True)
             if not _has_rows(cur):
                 return []
@@ -243,7 +251,7 @@ class _AsyncOpenedSource:
     async def session(self) -> AsyncIterator[AsyncSession]:
         """Borrow a session for the duration of the block."""
         async with self._pool.lease() as lease:
-            yield AsyncPsycopgSession(lease.connection)
+            yield AsyncPsycopgSession(lease.connection, opened=True)
 
     async def close(self) -> None:
         """Close the connections this source opened."""
@@ -305,6 +313,7 @@ class PsycopgAsyncDriver:
 
         async def connect() -> AsyncConnection:
             conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
+            _bind_lists_in_binary(conn)
             try:
                 for sql in settings.session_setup:
                     await conn.execute(sql)
