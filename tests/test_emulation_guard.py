@@ -569,11 +569,11 @@ def test_yugabytedb_and_citus_on_the_postgres_engine_sql() -> None:
 
 @pytest.mark.parametrize("name", sorted(PROFILES))
 def test_each_engines_own_schema_passes_its_guard(name: str) -> None:
-    engine = engine_class(name)
-    assert engine.emulation_profile == name
-    for ddl in MIGRATIONS[1]('"s"', engine.capabilities):
+    description = engine_class(name).description
+    assert description.emulation_profile == name
+    for ddl in MIGRATIONS[1]('"s"', description.capabilities):
         assert PROFILES[name].violation(ddl) is None, ddl
-    postgres_ddl = MIGRATIONS[1]('"s"', engine_class("postgres").capabilities)
+    postgres_ddl = MIGRATIONS[1]('"s"', engine_class("postgres").description.capabilities)
     rejected = [ddl for ddl in postgres_ddl if PROFILES[name].violation(ddl)]
     assert bool(rejected) == (name != "citus-distributed")
 

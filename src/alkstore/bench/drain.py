@@ -79,7 +79,7 @@ class Backend:
     @property
     def emulate(self) -> bool:
         """Run behind the engine's emulation guard (engines of servers other than PostgreSQL)."""
-        return engine_class(self.engine).emulation_profile is not None
+        return engine_class(self.engine).description.emulation_profile is not None
 
     def cell(self, consumers: int, batch: int) -> Cell:
         """The table cell of a drain on this backend."""

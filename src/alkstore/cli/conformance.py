@@ -183,7 +183,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         from ..engines import engine_class
 
         try:
-            profile = engine_class(args.engine).emulation_profile
+            profile = engine_class(args.engine).description.emulation_profile
         except Exception as exc:
             return f"--engine {args.engine}: cannot load it: {exc}"
         if profile is None:

@@ -12,25 +12,73 @@ Declarative partitioning is off (the table is sharded instead).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
-from ..core.capabilities import Capabilities
+from ..core.description import EngineDescription, Gap, ServerInfo
+from ..core.errors import InvalidOptions
 from ..core.plans import Statement
 from .postgres import PostgresEngine
+from .postgres.engine import POSTGRES
+
+
+def _citus(server: ServerInfo) -> bool:
+    return "citus" in server.extensions
+
+
+CITUS = POSTGRES.derive(name="citus", summary="Citus with coordinator-local tables", detects=_citus)
+CITUS_DISTRIBUTED = POSTGRES.derive(
+    name="citus-distributed",
+    summary="Citus with the job table distributed by queue name",
+    gaps={
+        "tuple_ids": Gap(
+            why="a ctid names a row within one shard only; the claim re-finds rows by key",
+            no_rule_reason="Citus runs a ctid comparison routed to one shard without "
+            "complaint: nothing is rejected for a guard rule to catch",
+        ),
+        "table_partitioning": Gap(
+            why="the job table is sharded by queue name instead of partitioned",
+            upstream_url="https://docs.citusdata.com/en/stable/develop/reference_workarounds.html",
+            no_rule_reason="Citus distributes partitioned tables too: sharding instead is "
+            "the engine's choice, not a construct the server rejects",
+        ),
+    },
+    emulation_profile="citus-distributed",
+    detects=_citus,
+)
 
 
 class CitusEngine(PostgresEngine):
-    """Citus with coordinator-local tables: stock PostgreSQL behaviour."""
+    """Citus with coordinator-local tables: stock PostgreSQL behaviour.
 
-    name: ClassVar[str] = "citus"
+    ``engine_options={"distributed": True}`` gives :class:`CitusDistributedEngine`.
+    """
+
+    description: ClassVar[EngineDescription] = CITUS
+    option_names: ClassVar[frozenset[str]] = frozenset({"distributed"})
+
+    @classmethod
+    def configure(
+        cls,
+        schema: str,
+        options: Mapping[str, Any],
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+    ) -> PostgresEngine:
+        """Citus, sharded when ``distributed`` is true."""
+        rest = dict(options)
+        distributed = rest.pop("distributed", False)
+        if not isinstance(distributed, bool):
+            raise InvalidOptions("engine_options.distributed", distributed, "must be a bool")
+        chosen = CitusDistributedEngine if distributed else cls
+        return super(CitusEngine, chosen).configure(schema, rest, emulated=emulated, server=server)
 
 
 class CitusDistributedEngine(CitusEngine):
     """Citus with the job table sharded by queue name."""
 
-    name: ClassVar[str] = "citus-distributed"
-    capabilities: ClassVar[Capabilities] = Capabilities(tuple_ids=False, table_partitioning=False)
-    emulation_profile: ClassVar[str | None] = "citus-distributed"
+    description: ClassVar[EngineDescription] = CITUS_DISTRIBUTED
 
     def after_install(self) -> list[Statement]:
         """Make ``queue`` a reference table and distribute ``job`` by ``name``.

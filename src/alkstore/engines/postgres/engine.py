@@ -12,11 +12,12 @@ import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from ...core.capabilities import Capabilities
+from ...core.description import EngineDescription, ServerInfo
 from ...core.errors import (
+    InvalidOptions,
     JobConflict,
     QueueExists,
     QueueInUse,
@@ -25,10 +26,11 @@ from ...core.errors import (
     UnsupportedByEngine,
 )
 from ...core.options import NewJob, QueueOptions
-from ...core.plans import ErrorMap, Isolation, Plan, Row, Statement, Steps, rowcount, single
+from ...core.plans import ErrorMap, Plan, Row, Statement, Steps, rowcount, single
 from ...core.records import Handoff, Job, Queue, QueueStats, as_int
 from ...core.states import FINISHED, QUEUED, UNFINISHED, JobState
 from ...core.targets import Targets
+from .hooks import PostgresTestHooks
 from .identifiers import partition_table, quote_ident, quote_schema
 from .schema import LATEST, MIGRATIONS, in_list
 
@@ -137,23 +139,76 @@ def _target_params(targets: Targets) -> tuple[Any, ...]:
     return (targets.ids, targets.retry_counts)
 
 
-class PostgresEngine:
-    """Stock PostgreSQL: every capability but serialization retries and a single connection."""
+def _stock_postgresql(server: ServerInfo) -> bool:
+    """Stock PostgreSQL: not a server that only speaks its protocol, no Citus."""
+    return (
+        server.version.startswith("PostgreSQL")
+        and "-YB-" not in server.version
+        and "citus" not in server.extensions
+    )
 
-    name: ClassVar[str] = "postgres"
-    capabilities: ClassVar[Capabilities] = Capabilities()
-    isolation: ClassVar[Isolation | None] = None
-    """Isolation every transaction of this engine runs at (None: the server default)."""
-    emulation_profile: ClassVar[str | None] = None
-    """The guard profile that emulates this engine's server on stock PostgreSQL, if any."""
+
+POSTGRES = EngineDescription(
+    name="postgres",
+    summary="stock PostgreSQL 13 or newer: the reference engine",
+    detects=_stock_postgresql,
+)
+"""The reference engine lacks nothing; engines built on it derive their descriptions."""
+
+
+class PostgresEngine:
+    """Stock PostgreSQL: every capability but serialization retries and a single connection.
+
+    Engines for other servers subclass it (or delegate to it) with their own
+    :class:`~alkstore.core.description.EngineDescription`: the SQL branches on the
+    description's capabilities, never on a name.
+    """
+
+    description: ClassVar[EngineDescription] = POSTGRES
     session_setup: ClassVar[tuple[str, ...]] = SESSION_SETUP
     """Statements run on every connection the store opens (never on a caller's)."""
+    option_names: ClassVar[frozenset[str]] = frozenset()
+    """``engine_options`` keys :meth:`configure` accepts (none)."""
 
-    def __init__(self, schema: str = "alkstore", *, emulated: bool = False) -> None:
+    def __init__(
+        self,
+        schema: str = "alkstore",
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+        description: EngineDescription | None = None,
+    ) -> None:
+        described = description or self.description
+        self.name = described.name
         self.schema = schema
         self.s = quote_schema(schema)
         self.emulated = emulated
         """Running on stock PostgreSQL behind this engine's emulation guard."""
+        self.capabilities = described.capabilities_on(None if emulated else server)
+        """The description's capabilities, with gaps the server does not have closed."""
+        self.isolation = described.isolation
+        """Isolation every transaction of this engine runs at (None: the server default)."""
+
+    @classmethod
+    def configure(
+        cls,
+        schema: str,
+        options: Mapping[str, Any],
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+    ) -> PostgresEngine:
+        """The engine on ``schema``; ``options`` must be among :attr:`option_names`."""
+        unknown = sorted(set(options) - cls.option_names)
+        if unknown:
+            key = unknown[0]
+            raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")
+        return cls(schema, emulated=emulated, server=server)
+
+    def test_hooks(self) -> PostgresTestHooks:
+        """Plans the conformance suite sets up and reads state with."""
+        caps = self.capabilities
+        return PostgresTestHooks(self.s, retry_serialization=caps.serialization_retries)
 
     def after_install(self) -> list[Statement]:
         """Statements run right after a fresh install, in the same transaction."""
