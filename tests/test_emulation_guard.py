@@ -10,13 +10,16 @@ and asyncpg (async).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from alkstore.conformance.cluster import TempCluster
+from alkstore.core.capabilities import Capabilities
 from alkstore.core.errors import AlkstoreError
 from alkstore.core.plans import Isolation, Row, Statement
 from alkstore.drivers import async_driver, sync_driver
@@ -32,6 +35,9 @@ from alkstore.engines.emulation import (
     guard_async,
     guard_sync,
     normalize,
+    rules_for,
+    rules_markdown,
+    rules_section,
 )
 from alkstore.engines.postgres import PostgresEngine
 from alkstore.engines.postgres.schema import MIGRATIONS
@@ -862,3 +868,31 @@ def test_add_column_then_update(_guard_dsn: str, driver: str) -> None:
             await source.close()
 
     run(scenario())
+
+
+def test_docs_list_every_profiles_rules() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "engines.md").read_text()
+    assert rules_section() in page, "regenerate docs/engines.md's 'Emulation guard rules'"
+    for name in PROFILES:
+        assert f"| `{rules_for(name)[0].id}` |" in rules_markdown(name)
+
+
+def test_rules_for_names_the_capabilities_the_engines_lack() -> None:
+    for name in PROFILES:
+        lacking = set(engine_class(name).capabilities.lacking())
+        enforced = {rule.capability for rule in rules_for(name) if rule.capability}
+        assert enforced <= lacking, name
+        assert enforced <= set(Capabilities().names())
+    assert {r.capability for r in rules_for("citus-distributed")} == {None, "table_partitioning"}
+    with pytest.raises(KeyError, match="known: citus-distributed, cockroachdb"):
+        rules_for("oracle")
+
+
+def test_the_emulation_package_imports_no_driver() -> None:
+    package = Path(__file__).resolve().parents[1] / "src/alkstore/engines/emulation"
+    modules = sorted(package.glob("*.py"))
+    assert {m.name for m in modules} >= {"lexer.py", "rules.py", "profiles.py", "guard.py"}
+    for module in modules:
+        text = module.read_text()
+        assert not re.search(r"^\s*(from|import)\s+(\.\.\.|alkstore\.)drivers", text, re.M)
+        assert len(text.splitlines()) < 500, module.name
