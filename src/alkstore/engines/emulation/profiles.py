@@ -175,7 +175,7 @@ COCKROACHDB = Profile(
             "advisory-locks",
             "CockroachDB's session advisory locks are stubs that always succeed and its "
             "transaction ones are new and unreliable",
-            "https://github.com/cockroachdb/cockroach/issues/13546",
+            _CRDB_COMPAT,
             _search(_ADVISORY),
             capability="advisory_locks",
         ),
