@@ -21,7 +21,7 @@ from alkstore.engines import BUILTIN, engine_class
 from alkstore.engines.capability_matrix import CONSULTED
 from alkstore.engines.citus import CitusDistributedEngine, CitusEngine
 from alkstore.engines.delegate import DelegatingEngine
-from alkstore.engines.emulation import PROFILES
+from alkstore.engines.emulation import rules_for
 from alkstore.engines.postgres import POSTGRES, PostgresEngine
 
 SRC = Path(alkstore.__file__).resolve().parent
@@ -52,14 +52,17 @@ def test_the_matrix_calls_used_exactly_the_capabilities_the_code_reads():
 @pytest.mark.parametrize("name", list(BUILTIN))
 def test_every_gap_has_a_guard_rule_or_a_reason_none_can_exist(name):
     description = engine_class(name).description
-    profile = PROFILES.get(description.emulation_profile or "")
+    profile = description.emulation_profile
+    rules = {rule.id: rule for rule in rules_for(profile)} if profile else {}
     for capability, gap in description.gaps.items():
         assert gap.guard_rules or gap.no_rule_reason, f"{name} lacks {capability}: no rule"
-        if gap.guard_rules:
-            assert profile is not None, f"{name} names guard rules but has no guard profile"
-        for rule in gap.guard_rules:
-            assert profile is not None
-            profile.rule(rule)  # raises KeyError for an unknown rule id
+        for rule_id in gap.guard_rules:
+            assert rule_id in rules, f"{name}: {capability} names unknown guard rule {rule_id}"
+            assert rules[rule_id].capability == capability
+    # and the other way: a rule that enforces a capability's absence belongs to its gap
+    for rule in rules.values():
+        if rule.capability is not None:
+            assert rule.id in description.gaps[rule.capability].guard_rules, rule.id
 
 
 @pytest.mark.parametrize("name", list(BUILTIN))

@@ -39,8 +39,7 @@ CITUS_DISTRIBUTED = POSTGRES.derive(
         "table_partitioning": Gap(
             why="the job table is sharded by queue name instead of partitioned",
             upstream_url="https://docs.citusdata.com/en/stable/develop/reference_workarounds.html",
-            no_rule_reason="Citus distributes partitioned tables too: sharding instead is "
-            "the engine's choice, not a construct the server rejects",
+            guard_rules=("partitioning",),
         ),
     },
     emulation_profile="citus-distributed",

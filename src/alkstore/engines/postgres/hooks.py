@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from ...core.plans import Plan, Row, Statement, Steps, single
 from ...core.records import as_int
 from .identifiers import quote_ident
+from .sql import seconds_after
 
 T = TypeVar("T")
 
@@ -45,9 +46,8 @@ class PostgresTestHooks:
 
     def advance(self, seconds: float) -> Plan[None]:
         """Shift every stored timestamp back by ``seconds``: for the store, time passed."""
-        shift = ", ".join(
-            f"{c} = {c} - $1::float8 * interval '1 second'" for c in TIMESTAMP_COLUMNS
-        )
+        # IMMUTABLE arithmetic, which sharded Citus accepts on columns (see seconds_after).
+        shift = ", ".join(f"{c} = {seconds_after(c, '-$1::float8')}" for c in TIMESTAMP_COLUMNS)
         sql = f"UPDATE {self.s}.job SET {shift}"
         return self._single("test-advance", sql, (float(seconds),), lambda _rows: None)
 
