@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from alkstore.engines.citus import CitusDistributedEngine
 from alkstore.engines.emulation import CITUS_DISTRIBUTED, EmulationRejected, citus_distributed
+from alkstore.engines.postgres.engine import seconds_after
 
 CITUS = CITUS_DISTRIBUTED
 
@@ -240,6 +242,54 @@ ACCEPT: list[tuple[str, str]] = [
     ("mutable-returning", "UPDATE s.job j SET state = 'x' WHERE j.name = $1 RETURNING j.id"),
     ("mutable-returning", "INSERT INTO s.version (version) VALUES ($1) RETURNING now()"),
     ("partitioning", "SELECT rank() OVER (PARTITION BY name ORDER BY id) FROM s.job"),
+]
+
+
+# The engine's own statements as they are now: times shifted by IMMUTABLE UTC arithmetic
+# (seconds_after), the jitter bound per target. A real Citus 13.2.2 cluster accepted each.
+_ENGINE = CitusDistributedEngine("s")
+_SHIFTED_DEADLINE = seconds_after("j.started_on", "j.expire_seconds")
+ACCEPT += [
+    # the same statement routed to one shard goes to its worker whole
+    ("mutable-subquery-across-shards", FAIL.replace("random()", "0")),
+    (
+        "mutable-subquery-across-shards",
+        "UPDATE s.job j SET data = (SELECT q.data FROM s.queue q WHERE q.created_on < now())",
+    ),
+    ("mutable-in-case", _ENGINE._fetch_sql),
+    ("stable-with-column", _ENGINE._fetch_sql),
+    ("stable-with-column", f"UPDATE s.job j SET state = 'x' WHERE {_SHIFTED_DEADLINE} < now()"),
+    (
+        "stable-with-column",
+        f"DELETE FROM s.job WHERE {seconds_after('completed_on', 'deletion_seconds')} < now()",
+    ),
+    ("stable-with-column", _ENGINE._retry_update("t", "j.name = $1", "$2")),
+    ("volatile-in-modification", _ENGINE._retry_update("t", "j.name = $1", "$2")),
+    ("mutable-in-case", _ENGINE._retry_update("t", "j.name = $1", "$2")),
+    # the conformance harness's clock: every timestamp shifted back by a bound amount
+    ("stable-with-column", f"UPDATE s.job SET created_on = {seconds_after('created_on', '-$1')}"),
+]
+REJECT += [
+    # fail's old statement, run by expiry across shards: refused by the pushdown planner
+    (
+        "mutable-subquery-across-shards",
+        FAIL.replace("random()", "0").replace("AND j.name = $1 ", ""),
+        "now() in a sub-SELECT without FROM",
+    ),
+    # timezone() of a timestamptz sum: the sum itself is STABLE and takes a column.
+    (
+        "stable-with-column",
+        "UPDATE s.job j SET keep_until = timezone('UTC', now() + j.retention_seconds "
+        "* interval '1 second') WHERE j.name = $1",
+        "timestamptz ± interval",
+    ),
+    # A timestamp sum is IMMUTABLE, but now() inside CASE is still refused.
+    (
+        "mutable-in-case",
+        f"UPDATE s.job j SET start_after = CASE WHEN j.retry_backoff THEN "
+        f"{seconds_after('now()', 'j.retry_delay')} ELSE j.start_after END WHERE j.name = $1",
+        "now() in CASE",
+    ),
 ]
 
 

@@ -38,15 +38,21 @@ _TABLE_REF = re.compile(rf"(?:\bFROM|\bJOIN|,|\bUSING)\s+(?:ONLY\s+)?({_NAME}){_
 _PARAM = r"\$\d+(?:\s*::\s*\w+)?(?![\w\[:])"
 
 
-def _row_lock_filter(table: str, column: str) -> Callable[[str], str | None]:
+def _equality_filter(column: str) -> re.Pattern[str]:
+    """``column = $n`` (either side, optionally qualified: group 1 or 2 is the qualifier):
+    the filter that routes a query to one shard."""
     col = re.escape(column)
-    filters = re.compile(
+    return re.compile(
         rf"({_ID})\s*\.\s*\"?{col}\"?\s*=\s*{_PARAM}"
         rf"|(?<![\w.$])\"?{col}\"?\s*=\s*{_PARAM}"
         rf"|{_PARAM}\s*=\s*({_ID})\s*\.\s*\"?{col}\b"
         rf"|{_PARAM}\s*=\s*\"?{col}\b",
         re.I,
     )
+
+
+def _row_lock_filter(table: str, column: str) -> Callable[[str], str | None]:
+    filters = _equality_filter(column)
 
     def check(sql: str) -> str | None:
         norm = normalize(sql)
@@ -168,10 +174,13 @@ _VOLATILE = re.compile(
 """Volatile built-ins (``provolatile = 'v'``)."""
 _STABLE = re.compile(
     r"\b(now|statement_timestamp|transaction_timestamp|current_setting|to_char|to_date"
-    r"|date_trunc|date_part|extract|age|timezone|make_timestamptz)\s*\(",
+    r"|date_trunc|date_part|extract|age|make_timestamptz)\s*\(",
     re.I,
 )
-"""STABLE built-ins: time zone or setting dependent."""
+"""STABLE built-ins: time zone or setting dependent. ``timezone(zone, ts)`` is not one: it is
+IMMUTABLE for ``timestamp`` and ``timestamptz`` (only its ``timetz`` form, which alkstore never
+uses, is STABLE)."""
+_TIMEZONE_CALL = re.compile(r"\btimezone\s*$", re.I)
 _SQL_VALUE = re.compile(
     r"\b(current_timestamp|current_date|current_time|localtimestamp|localtime"
     r"|current_user|session_user|current_role|current_schema|current_catalog)\b(?!\s*\()",
@@ -263,9 +272,38 @@ def _blank_subqueries(text: str) -> str:
     return out
 
 
+def _opening_paren(text: str, close: int) -> int:
+    """Where the parenthesis that closes at ``close`` opens (-1 when unbalanced)."""
+    depth = 0
+    for i in range(close, -1, -1):
+        depth += {")": 1, "(": -1}.get(text[i], 0)
+        if depth == 0:
+            return i
+    return -1
+
+
+def _without_timestamp_arithmetic(text: str) -> str:
+    """``text`` without its signs (unary ``+``/``-``) and the ``+``/``-`` operators whose left
+    operand is a ``timezone(zone, …)`` call: that result is a ``timestamp`` (no time zone), and
+    ``timestamp ± interval`` is IMMUTABLE, unlike ``timestamptz ± interval``."""
+    out = list(text)
+    for m in _ADDITIVE.finditer(text):
+        left = text[: m.start()].rstrip()
+        if not left or left[-1] in "(,+-*/":
+            out[m.start()] = " "  # a sign, not an operator between two values
+            continue
+        if not left.endswith(")"):
+            continue
+        opening = _opening_paren(left, len(left) - 1)
+        if opening > 0 and _TIMEZONE_CALL.search(left[:opening]):
+            out[m.start()] = " "
+    return "".join(out)
+
+
 def _mutable(text: str) -> str | None:
     """A non-IMMUTABLE function in ``text`` (sub-SELECTs included), as PostgreSQL's
     ``contain_mutable_functions`` would find it; ``timestamptz ± interval`` counts."""
+    text = _without_timestamp_arithmetic(text)
     for pattern in (_VOLATILE, _STABLE, _SQL_VALUE):
         m = pattern.search(text)
         if m:
@@ -289,6 +327,7 @@ def _has_column(text: str) -> bool:
 
 def _stable_with_column(text: str) -> str | None:
     """A STABLE function or operator given a column, in ``text`` (sub-SELECTs blanked)."""
+    text = _without_timestamp_arithmetic(text)
     for m in _STABLE.finditer(text):
         args = _parenthesised(text, m.end() - 1)
         if _has_column(args):
@@ -421,6 +460,34 @@ def _mutable_returning(tables: frozenset[str]) -> Callable[[str], str | None]:
             found = _mutable(returning)
             if found:
                 return f'{found} in the RETURNING clause of an INSERT into "{table.name}"'
+        return None
+
+    return check
+
+
+_FROM_WORD = re.compile(r"\bFROM\b", re.I)
+
+
+def _mutable_subquery_across_shards(table: str, column: str) -> Callable[[str], str | None]:
+    """A sub-SELECT without FROM that holds a non-IMMUTABLE function, in an UPDATE or DELETE
+    of ``table`` that no ``column = $n`` routes to one shard (a query routed to one shard
+    goes to its worker whole; one across shards is planned for pushdown, which refuses it)."""
+    filters = _equality_filter(column)
+
+    def check(sql: str) -> str | None:
+        for what, clauses in _modifications(normalize(sql), frozenset({table})):
+            if filters.search(clauses.get("WHERE", "")):
+                continue
+            for clause in ("SET", "WHERE"):
+                text = clauses.get(clause, "")
+                for m in _SUBQUERY.finditer(text):
+                    inner = _parenthesised(text, m.start())
+                    top = _blank_subqueries(inner[inner.upper().index("SELECT") + 6 :])
+                    if _FROM_WORD.search(top):
+                        continue
+                    found = _mutable(inner)
+                    if found:
+                        return f"{found} in a sub-SELECT without FROM in an {what} across shards"
         return None
 
     return check

@@ -18,6 +18,7 @@ from .citus import (
     _distribution_update,
     _key_without_column,
     _mutable_returning,
+    _mutable_subquery_across_shards,
     _row_lock_filter,
     _stable_with_column_in_modification,
     _volatile_in_modification,
@@ -123,6 +124,7 @@ _YB_COMPAT = (
 _YB_ISSUE = "https://github.com/yugabyte/yugabyte-db/issues/"
 _CITUS_TREE = "https://github.com/citusdata/citus/blob/v13.2.2/src/backend/distributed/"
 _CITUS_ROUTER = _CITUS_TREE + "planner/multi_router_planner.c"
+_CITUS_PUSHDOWN = _CITUS_TREE + "planner/query_pushdown_planning.c"
 
 COCKROACHDB = Profile(
     "cockroachdb",
@@ -369,6 +371,14 @@ def citus_distributed(
                 "Citus table",
                 _CITUS_ROUTER,
                 _case_mutable_in_modification(citus_tables),
+            ),
+            Rule(
+                "mutable-subquery-across-shards",
+                "Citus plans an UPDATE or DELETE across shards for pushdown, which refuses a "
+                'sub-SELECT without FROM holding a non-IMMUTABLE function ("Subqueries without '
+                'a FROM clause can only contain immutable functions"; seen on a real cluster)',
+                _CITUS_PUSHDOWN,
+                _mutable_subquery_across_shards(table, column),
             ),
             Rule(
                 "mutable-returning",
