@@ -15,7 +15,7 @@ import pytest
 
 from alkstore.engines.citus import CitusDistributedEngine
 from alkstore.engines.emulation import CITUS_DISTRIBUTED, EmulationRejected, citus_distributed
-from alkstore.engines.postgres.engine import seconds_after
+from alkstore.engines.postgres.sql import seconds_after
 
 CITUS = CITUS_DISTRIBUTED
 

@@ -8,21 +8,27 @@ predicates are evaluated when the engine is built.
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 import pytest
 
 import alkstore
+from alkstore.core.capabilities import Capabilities
 from alkstore.core.contracts import Engine, missing_members
 from alkstore.core.contracts import TestHooks as Hooks
 from alkstore.core.description import EngineDescription, Gap, ServerInfo
 from alkstore.core.errors import InvalidOptions
+from alkstore.core.states import TRANSITIONS, JobState, Operation
+from alkstore.core.targets import targets
 from alkstore.engines import BUILTIN, engine_class
 from alkstore.engines.capability_matrix import CONSULTED
 from alkstore.engines.citus import CitusDistributedEngine, CitusEngine
 from alkstore.engines.delegate import DelegatingEngine
 from alkstore.engines.emulation import rules_for
 from alkstore.engines.postgres import POSTGRES, PostgresEngine
+from alkstore.engines.postgres.claim import claim_for
+from alkstore.engines.postgres.schema import in_list
 
 SRC = Path(alkstore.__file__).resolve().parent
 NOT_PRODUCT = ("core", "conformance", "bench")
@@ -155,3 +161,34 @@ def test_detection_reads_descriptions():
     assert engine_for(citus) == "citus"
     assert engine_for(PG17) == "postgres"
     assert engine_for(ServerInfo("CockroachDB CCL v25.2.1", 130000)) == "cockroachdb"
+
+
+@pytest.mark.parametrize(
+    ("flags", "strategy"),
+    [
+        ({}, "skip-locked-by-tuple-id"),
+        ({"tuple_ids": False}, "skip-locked-by-key"),
+        ({"skip_locked": False}, "update-with-recheck"),
+        ({"skip_locked": False, "tuple_ids": False}, "update-with-recheck"),
+    ],
+)
+def test_the_claim_strategy_is_chosen_from_the_capabilities(flags, strategy):
+    caps = Capabilities(**flags)
+    chosen = claim_for(caps)
+    assert chosen.name == strategy
+    sql = chosen.fetch_sql('"s"')
+    assert ("SKIP LOCKED" in sql) == caps.skip_locked
+    assert ("ctid" in sql) == (strategy == "skip-locked-by-tuple-id")
+
+
+@pytest.mark.parametrize(
+    "operation", [Operation.CANCEL, Operation.RESUME, Operation.RETRY, Operation.TOUCH]
+)
+def test_settle_operations_accept_the_states_of_the_transition_table(operation):
+    engine = PostgresEngine("s")
+    plan = getattr(engine, operation.value)("q", targets([uuid.uuid4()]))
+    sql = next(plan.steps()).sql
+    states = TRANSITIONS[operation][0]
+    assert f"j.state IN {in_list(states)}" in sql
+    for state in set(JobState) - states:
+        assert f"'{state}'" not in sql.split("WHERE", 1)[1]

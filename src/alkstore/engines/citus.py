@@ -13,13 +13,13 @@ Declarative partitioning is off (the table is sharded instead).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self, cast
 
 from ..core.description import EngineDescription, Gap, ServerInfo
 from ..core.errors import InvalidOptions
 from ..core.plans import Statement
-from .postgres import PostgresEngine
-from .postgres.engine import POSTGRES
+from ..core.validation import check_engine_options
+from .postgres import POSTGRES, PostgresEngine
 
 
 def _citus(server: ServerInfo) -> bool:
@@ -64,14 +64,15 @@ class CitusEngine(PostgresEngine):
         *,
         emulated: bool = False,
         server: ServerInfo | None = None,
-    ) -> PostgresEngine:
+    ) -> Self:
         """Citus, sharded when ``distributed`` is true."""
-        rest = dict(options)
-        distributed = rest.pop("distributed", False)
+        check_engine_options(cls.option_names, options)
+        distributed = options.get("distributed", False)
         if not isinstance(distributed, bool):
             raise InvalidOptions("engine_options.distributed", distributed, "must be a bool")
         chosen = CitusDistributedEngine if distributed else cls
-        return super(CitusEngine, chosen).configure(schema, rest, emulated=emulated, server=server)
+        # CitusDistributedEngine is a CitusEngine, and from it the choice is itself: a Self.
+        return cast(Self, chosen(schema, emulated=emulated, server=server))
 
 
 class CitusDistributedEngine(CitusEngine):

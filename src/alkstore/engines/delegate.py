@@ -15,11 +15,11 @@ from typing import Any, ClassVar
 
 from ..core.contracts import TestHooks
 from ..core.description import EngineDescription, ServerInfo
-from ..core.errors import InvalidOptions
 from ..core.options import NewJob, QueueOptions
 from ..core.plans import Plan
 from ..core.records import Handoff, Job, Queue, QueueStats
 from ..core.targets import Targets
+from ..core.validation import check_engine_options
 from .postgres import PostgresEngine
 
 
@@ -54,10 +54,7 @@ class DelegatingEngine:
         server: ServerInfo | None = None,
     ) -> DelegatingEngine:
         """The engine on ``schema``; ``options`` must be among :attr:`option_names`."""
-        unknown = sorted(set(options) - cls.option_names)
-        if unknown:
-            key = unknown[0]
-            raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")
+        check_engine_options(cls.option_names, options)
         described = cls.description
         return cls(cls.inner_class(schema, emulated=emulated, server=server, description=described))
 

@@ -15,8 +15,7 @@ from typing import ClassVar
 from urllib.parse import unquote, urlsplit
 
 from ...core.description import EngineDescription
-from ..postgres import PostgresEngine
-from ..postgres.engine import POSTGRES
+from ..postgres import POSTGRES, PostgresEngine
 from .bridge import start_bridge
 
 PGLITE = POSTGRES.derive(
