@@ -192,3 +192,15 @@ def test_settle_operations_accept_the_states_of_the_transition_table(operation):
     assert f"j.state IN {in_list(states)}" in sql
     for state in set(JobState) - states:
         assert f"'{state}'" not in sql.split("WHERE", 1)[1]
+
+
+def test_the_suite_reaches_the_database_only_through_test_hooks():
+    suite = SRC / "conformance"
+    raw = re.compile(r"\{s\}\.|\.sql\(|\b(?:SELECT|UPDATE|DELETE FROM|INSERT INTO)\s")
+    offenders = [
+        f"{path.relative_to(SRC)}:{n}"
+        for path in sorted(suite.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if raw.search(line)
+    ]
+    assert offenders == []

@@ -15,11 +15,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self, cast
 
+import attrs
+
 from ..core.description import EngineDescription, Gap, ServerInfo
 from ..core.errors import InvalidOptions
-from ..core.plans import Statement
+from ..core.plans import Plan, Statement, Steps
 from ..core.validation import check_engine_options
 from .postgres import POSTGRES, PostgresEngine
+from .postgres.hooks import PostgresTestHooks
 
 
 def _citus(server: ServerInfo) -> bool:
@@ -80,6 +83,11 @@ class CitusDistributedEngine(CitusEngine):
 
     description: ClassVar[EngineDescription] = CITUS_DISTRIBUTED
 
+    def test_hooks(self) -> CitusTestHooks:
+        """The postgres hooks plus :meth:`CitusTestHooks.shard_layout`."""
+        caps = self.capabilities
+        return CitusTestHooks(self.s, retry_serialization=caps.serialization_retries)
+
     def after_install(self) -> list[Statement]:
         """Make ``queue`` a reference table and distribute ``job`` by ``name``.
 
@@ -92,3 +100,48 @@ class CitusDistributedEngine(CitusEngine):
             Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.queue",)),
             Statement("SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)),
         ]
+
+
+@attrs.frozen
+class ShardLayout:
+    """How a real sharded Citus cluster holds the schema."""
+
+    tables: dict[str, tuple[str, str]]
+    """Table -> (Citus table type, distribution column)."""
+    workers: frozenset[tuple[str, int]]
+    """The active workers (host, port)."""
+    placed: frozenset[tuple[str, int]]
+    """The workers holding the shard of at least one queue's jobs."""
+
+
+class CitusTestHooks(PostgresTestHooks):
+    """Test hooks of sharded Citus: also how the tables are distributed over the workers."""
+
+    def shard_layout(self) -> Plan[ShardLayout]:
+        """The job and queue tables' Citus types and where the queues' shards sit (a real
+        cluster only: stock PostgreSQL has none of these catalogs)."""
+        s = self.s
+
+        def steps() -> Steps[ShardLayout]:
+            tables = yield Statement(
+                "SELECT table_name::text AS name, citus_table_type AS kind, "
+                "distribution_column AS column FROM citus_tables "
+                "WHERE table_name IN ($1::text::regclass, $2::text::regclass) ORDER BY 1",
+                (f"{s}.job", f"{s}.queue"),
+            )
+            workers = yield Statement(
+                "SELECT node_name, node_port FROM citus_get_active_worker_nodes()"
+            )
+            placed = yield Statement(
+                "SELECT DISTINCT cs.nodename AS node_name, cs.nodeport AS node_port "
+                f"FROM {s}.queue q JOIN citus_shards cs ON cs.shardid = "
+                "get_shard_id_for_distribution_column($1::text::regclass, q.name)",
+                (f"{s}.job",),
+            )
+            return ShardLayout(
+                {r["name"].rsplit(".", 1)[1]: (r["kind"], r["column"]) for r in tables},
+                frozenset((r["node_name"], int(r["node_port"])) for r in workers),
+                frozenset((r["node_name"], int(r["node_port"])) for r in placed),
+            )
+
+        return self._plan("test-shard-layout", steps)
