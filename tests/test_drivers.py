@@ -943,10 +943,10 @@ def test_adopt_returns_none_for_foreign_objects(flavour: Flavour, _driver_dsn: s
 
 
 def test_driver_lookup() -> None:
-    from alkstore.drivers import ASYNC_DRIVERS, SYNC_DRIVERS
+    from alkstore.drivers import names
 
-    assert {sync_driver(name).name for name in SYNC_DRIVERS} == {"psycopg", "pg8000"}
-    assert {async_driver(name).name for name in ASYNC_DRIVERS} == {"psycopg", "asyncpg"}
+    assert {sync_driver(name).name for name in names(is_async=False)} == {"psycopg", "pg8000"}
+    assert {async_driver(name).name for name in names(is_async=True)} == {"psycopg", "asyncpg"}
 
 
 def test_parse_dsn() -> None:

@@ -6,6 +6,7 @@ fetch them, complete or fail them.
 
 from .core.errors import (
     AlkstoreError,
+    DriverUnavailable,
     InvalidOptions,
     JobConflict,
     QueueExists,
@@ -23,6 +24,7 @@ __all__ = [
     "AlkstoreError",
     "AsyncConnector",
     "AsyncStore",
+    "DriverUnavailable",
     "Handoff",
     "InvalidOptions",
     "Job",

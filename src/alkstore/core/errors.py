@@ -54,3 +54,12 @@ class SchemaVersionError(AlkstoreError):
 
 class QueueInUse(AlkstoreError):
     """The queue cannot be deleted while another queue names it as its dead-letter queue."""
+
+
+class DriverUnavailable(AlkstoreError, ImportError):
+    """A driver's client library is not installed. Names the extra that brings it."""
+
+    def __init__(self, driver: str, install: str) -> None:
+        super().__init__(f"driver {driver!r} needs its client library: {install}")
+        self.driver = driver
+        self.install = install

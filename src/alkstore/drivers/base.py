@@ -14,11 +14,13 @@ them out.
 
 from __future__ import annotations
 
+import importlib
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 import attrs
 
+from ..core.errors import DriverUnavailable
 from ..core.plans import Isolation, Row, Statement
 
 
@@ -132,11 +134,52 @@ class AsyncDriver(Protocol):
         ...
 
 
+@attrs.frozen(kw_only=True)
+class DriverSpec:
+    """A driver as the registry knows it, before its client library is imported.
+
+    Registered under the ``alkstore.drivers`` entry-point group; the entry point's name is
+    the *variant* the conformance suite runs (``psycopg`` and ``psycopg-async`` are one
+    library's two faces), :attr:`name` what ``connect(driver=...)`` takes.
+    """
+
+    name: str
+    """The name :func:`~alkstore.connect` (sync) or :func:`~alkstore.connect_async` takes."""
+    is_async: bool
+    """An :class:`AsyncDriver` (for :class:`~alkstore.AsyncStore`), else a :class:`SyncDriver`."""
+    extra: str
+    """The pip extra of :attr:`distribution` that installs the client library."""
+    target: str
+    """``module:attribute`` of the driver object (importing it imports the client library)."""
+    distribution: str = "alkstore"
+    """The distribution that declares :attr:`extra`."""
+
+    @property
+    def install(self) -> str:
+        """The command that installs the client library."""
+        return f'pip install "{self.distribution}[{self.extra}]"'
+
+    def load(self) -> SyncDriver | AsyncDriver:
+        """The driver object; :class:`~alkstore.DriverUnavailable` when its library is missing."""
+        module, _, attr = self.target.partition(":")
+        try:
+            driver = getattr(importlib.import_module(module), attr)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or exc.name.partition(".")[0] == "alkstore":
+                raise  # our own module is missing: a broken install, not a missing extra
+            raise DriverUnavailable(self.name, self.install) from exc
+        expected = AsyncDriver if self.is_async else SyncDriver
+        if not isinstance(driver, expected):
+            raise TypeError(f"{self.target} is not a {expected.__name__}")
+        return driver
+
+
 __all__ = [
     "AsyncDriver",
     "AsyncSession",
     "AsyncSource",
     "DriverSettings",
+    "DriverSpec",
     "ErrorInfo",
     "SyncDriver",
     "SyncSession",
