@@ -9,10 +9,12 @@ from .core.errors import (
     DriverUnavailable,
     InvalidOptions,
     JobConflict,
+    ListenerClosed,
     QueueExists,
     QueueInUse,
     QueueNotFound,
     SchemaVersionError,
+    UnsupportedByDriver,
     UnsupportedByEngine,
 )
 from .core.options import JobOptions, Policy, QueueOptions
@@ -31,6 +33,7 @@ __all__ = [
     "JobConflict",
     "JobOptions",
     "JobState",
+    "ListenerClosed",
     "MaintenanceReport",
     "Policy",
     "Queue",
@@ -41,6 +44,7 @@ __all__ = [
     "QueueStats",
     "SchemaVersionError",
     "Store",
+    "UnsupportedByDriver",
     "UnsupportedByEngine",
     "connect",
     "connect_async",

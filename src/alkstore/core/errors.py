@@ -63,3 +63,17 @@ class DriverUnavailable(AlkstoreError, ImportError):
         super().__init__(f"driver {driver!r} needs its client library: {install}")
         self.driver = driver
         self.install = install
+
+
+class UnsupportedByDriver(AlkstoreError):
+    """The chosen driver cannot do what the call needs (its client library lacks it)."""
+
+    def __init__(self, driver: str, what: str, instead: str = "") -> None:
+        hint = f"; {instead}" if instead else ""
+        super().__init__(f"driver {driver!r} cannot {what}{hint}")
+        self.driver = driver
+        self.what = what
+
+
+class ListenerClosed(AlkstoreError, ConnectionError):
+    """A LISTEN/NOTIFY listener's connection is closed or was lost; open a new listener."""

@@ -96,6 +96,52 @@ class AsyncSource(Protocol):
         ...
 
 
+@attrs.frozen
+class Notification:
+    """One ``NOTIFY`` a listener received."""
+
+    channel: str
+    payload: str
+
+
+class SyncListener(Protocol):
+    """LISTEN/NOTIFY wake-ups on a dedicated autocommit connection (never a pooled one).
+
+    A lost connection makes :meth:`wait` raise :class:`~alkstore.ListenerClosed`: no
+    notification is lost silently, so the caller polls once and opens a new listener.
+    """
+
+    def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel`` (lowercase letters, digits, underscores; quoted)."""
+        ...
+
+    def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds; never
+        blocks longer. :class:`~alkstore.ListenerClosed` once closed or lost."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        ...
+
+
+class AsyncListener(Protocol):
+    """:class:`SyncListener`'s methods as coroutines."""
+
+    async def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel`` (lowercase letters, digits, underscores; quoted)."""
+        ...
+
+    async def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds; never
+        blocks longer. :class:`~alkstore.ListenerClosed` once closed or lost."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        ...
+
+
 @runtime_checkable
 class SyncDriver(Protocol):
     """A sync client library."""
@@ -112,6 +158,11 @@ class SyncDriver(Protocol):
 
     def error_info(self, exc: BaseException) -> ErrorInfo | None:
         """SQLSTATE and constraint of a database error of this library, else None."""
+        ...
+
+    def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
+        """A listener on a connection of its own (:class:`~alkstore.UnsupportedByDriver` where
+        the library cannot wait for notifications)."""
         ...
 
 
@@ -131,6 +182,11 @@ class AsyncDriver(Protocol):
 
     def error_info(self, exc: BaseException) -> ErrorInfo | None:
         """SQLSTATE and constraint of a database error of this library, else None."""
+        ...
+
+    async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
+        """A listener on a connection of its own (:class:`~alkstore.UnsupportedByDriver` where
+        the library cannot wait for notifications)."""
         ...
 
 
@@ -176,12 +232,15 @@ class DriverSpec:
 
 __all__ = [
     "AsyncDriver",
+    "AsyncListener",
     "AsyncSession",
     "AsyncSource",
     "DriverSettings",
     "DriverSpec",
     "ErrorInfo",
+    "Notification",
     "SyncDriver",
+    "SyncListener",
     "SyncSession",
     "SyncSource",
 ]

@@ -28,8 +28,9 @@ import pg8000.core
 import pg8000.exceptions
 import pg8000.native
 
+from ..core.errors import UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
-from .base import DriverSettings, ErrorInfo, SyncSession, SyncSource
+from .base import DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
 from .common import parse_dsn, transaction_sql
 from .pool import SyncPool
 
@@ -209,6 +210,13 @@ class Pg8000Driver:
             return None
         fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         return ErrorInfo(fields.get("C"), fields.get("n"))
+
+    def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
+        """Refused: pg8000 reads notifications only while answering a query, so it cannot
+        wait for one."""
+        raise UnsupportedByDriver(
+            self.name, "wait for LISTEN/NOTIFY notifications", "use psycopg or asyncpg, or poll"
+        )
 
 
 SYNC = Pg8000Driver()
