@@ -51,6 +51,10 @@ class AsyncpgSession:
         records = await self.connection.fetch(statement.sql, *statement.params)
         return [dict(record.items()) for record in records]
 
+    def in_transaction(self) -> bool:
+        """A transaction is open on the connection (asyncpg has no implicit ones)."""
+        return self.connection.is_in_transaction()
+
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
         """A transaction (a savepoint when the connection already has one open)."""

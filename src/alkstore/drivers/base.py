@@ -59,6 +59,12 @@ class SyncSession(Protocol):
         """A transaction (a savepoint when the caller's connection already has one open)."""
         ...
 
+    def in_transaction(self) -> bool:
+        """Whether statements run now join a transaction the caller owns: one is open on the
+        connection, or (a connection not in autocommit mode) the next statement opens one that
+        only the caller ends. Asked before a plan starts: any open transaction is the caller's."""
+        ...
+
 
 class AsyncSession(Protocol):
     """One connection, used by one task at a time."""
@@ -69,6 +75,12 @@ class AsyncSession(Protocol):
 
     def transaction(self, isolation: Isolation | None = None) -> AbstractAsyncContextManager[None]:
         """A transaction (a savepoint when the caller's connection already has one open)."""
+        ...
+
+    def in_transaction(self) -> bool:
+        """Whether statements run now join a transaction the caller owns: one is open on the
+        connection, or (a connection not in autocommit mode) the next statement opens one that
+        only the caller ends. Asked before a plan starts: any open transaction is the caller's."""
         ...
 
 

@@ -75,6 +75,11 @@ class Pg8000Session:
         names = [column["name"] for column in context.columns]
         return [dict(zip(names, row, strict=True)) for row in context.rows]
 
+    def in_transaction(self) -> bool:
+        """A transaction is open, or a dbapi connection is not autocommit (the caller's)."""
+        conn = self.connection
+        return _in_transaction(conn) or getattr(conn, "autocommit", True) is False
+
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
         """A transaction (a savepoint when the connection already has one open)."""

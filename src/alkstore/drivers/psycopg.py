@@ -77,6 +77,10 @@ def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool
     return result is not None and result.status == ExecStatus.TUPLES_OK
 
 
+def _in_transaction(conn: SyncConnection | AsyncConnection) -> bool:
+    return not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
+
+
 def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
     """Open, not broken, and not left inside a transaction."""
     return (
@@ -107,6 +111,10 @@ class PsycopgSession:
             if not _has_rows(cur):
                 return []
             return cur.fetchall()
+
+    def in_transaction(self) -> bool:
+        """A transaction is open, or the connection is not autocommit (the caller's)."""
+        return _in_transaction(self.connection)
 
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
@@ -273,6 +281,10 @@ class AsyncPsycopgSession:
             if not _has_rows(cur):
                 return []
             return await cur.fetchall()
+
+    def in_transaction(self) -> bool:
+        """A transaction is open, or the connection is not autocommit (the caller's)."""
+        return _in_transaction(self.connection)
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
