@@ -232,8 +232,8 @@ class DriverSpec:
         module, _, attr = self.target.partition(":")
         try:
             driver = getattr(importlib.import_module(module), attr)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or exc.name.partition(".")[0] == "alkstore":
+        except ImportError as exc:  # also psycopg's "no pq wrapper available" (no libpq)
+            if (exc.name or "").partition(".")[0] == "alkstore":
                 raise  # our own module is missing: a broken install, not a missing extra
             raise DriverUnavailable(self.name, self.install) from exc
         expected = AsyncDriver if self.is_async else SyncDriver
