@@ -23,6 +23,7 @@ from ..drivers import registry, variant
 from ..engines import engine_class
 from ..engines.pglite.bridge import start_bridge
 from ..engines.pglite.engine import data_dir_of
+from ..engines.postgres.engine import seconds_after
 from ..engines.postgres.identifiers import quote_schema
 from ..store import AsyncStore, Store, connect, connect_async
 from .cluster import TempCluster
@@ -179,9 +180,8 @@ class StoreHandle:
 
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` pass for every job and queue of this store."""
-        shift = ", ".join(
-            f"{c} = {c} - $1::float8 * interval '1 second'" for c in TIMESTAMP_COLUMNS
-        )
+        # IMMUTABLE arithmetic, which sharded Citus accepts on columns (see seconds_after).
+        shift = ", ".join(f"{c} = {seconds_after(c, '-$1::float8')}" for c in TIMESTAMP_COLUMNS)
         self.sql(f"UPDATE {{s}}.job SET {shift}", float(seconds))
 
     def job_count(self) -> int:

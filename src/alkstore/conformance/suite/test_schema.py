@@ -94,3 +94,34 @@ def test_partition_option_follows_the_capability(store):
     assert err.value.capability in ("table_partitioning", "plpgsql")
     assert store.engine.name in str(err.value)
     assert store.queues() == []
+
+
+def test_sharded_citus_spreads_the_job_table_over_every_worker(store):
+    """On a real sharded Citus cluster the job table is distributed by queue name, the queue
+    table is a reference table, and the queues' shards sit on every worker."""
+    if store.backend.engine_name != "citus-distributed" or store.backend.emulate:
+        pytest.skip("checks a real sharded Citus cluster: --engine citus-distributed on one")
+    tables = store.sql(
+        "SELECT table_name::text AS name, citus_table_type AS kind, "
+        "distribution_column AS column FROM citus_tables "
+        "WHERE table_name IN ('{s}.job'::regclass, '{s}.queue'::regclass) ORDER BY 1"
+    )
+    kinds = {row["name"].rsplit(".", 1)[1]: (row["kind"], row["column"]) for row in tables}
+    assert kinds == {"job": ("distributed", "name"), "queue": ("reference", "<none>")}
+    names = [f"q{i}" for i in range(16)]
+    for name in names:
+        store.create_queue(name)
+        store.send(name, {"queue": name})
+    workers = store.sql("SELECT node_name, node_port FROM citus_get_active_worker_nodes()")
+    placed = store.sql(
+        "SELECT DISTINCT cs.nodename AS node_name, cs.nodeport AS node_port FROM {s}.queue q "
+        "JOIN citus_shards cs ON cs.shardid = "
+        "get_shard_id_for_distribution_column('{s}.job'::regclass, q.name)"
+    )
+    assert len(workers) >= 2
+    assert {(r["node_name"], r["node_port"]) for r in placed} == {
+        (r["node_name"], r["node_port"]) for r in workers
+    }
+    for name in names:
+        [job] = store.fetch(name)
+        assert job.data == {"queue": name}

@@ -11,8 +11,9 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import random
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ...core.capabilities import Capabilities
@@ -25,7 +26,17 @@ from ...core.errors import (
     UnsupportedByEngine,
 )
 from ...core.options import NewJob, QueueOptions
-from ...core.plans import ErrorMap, Isolation, Plan, Row, Statement, Steps, rowcount, single
+from ...core.plans import (
+    ErrorMap,
+    Isolation,
+    Plan,
+    Row,
+    Statement,
+    Steps,
+    each,
+    rowcount,
+    single,
+)
 from ...core.records import Handoff, Job, Queue, QueueStats, as_int
 from ...core.states import FINISHED, QUEUED, UNFINISHED, JobState
 from ...core.targets import Targets
@@ -63,14 +74,33 @@ TIMED_OUT = json.dumps({"message": "job timed out"})
 HEARTBEAT_TIMED_OUT = json.dumps({"message": "heartbeat timed out"})
 
 # The retry delay in seconds, spec §4 (engines compute it in SQL within the core's bounds).
+# The uniform draw U of the formula arrives bound, as the targets' ``t.jitter``.
 RETRY_DELAY_SQL = """(CASE WHEN j.retry_backoff THEN
       CASE WHEN j.retry_delay_max IS NULL THEN {raw}
            ELSE LEAST(j.retry_delay_max::float8, {raw}) END
     ELSE j.retry_delay::float8 END)""".format(
     raw="GREATEST(j.retry_delay, 1)::float8 * power(2::float8, LEAST(16, j.retry_count)) "
-    "* (1 + random())"
+    "* (1 + t.jitter)"
 )
 WILL_RETRY = "j.retry_count < j.retry_limit"
+
+
+def seconds_after(moment: str, seconds: str) -> str:
+    """SQL for ``moment + seconds * interval '1 second'`` built from IMMUTABLE parts only.
+
+    ``timestamptz + interval`` is STABLE (a day's length depends on the session's time zone),
+    and sharded Citus refuses a STABLE function applied to column references in an UPDATE or
+    DELETE ("STABLE functions used in UPDATE queries cannot be called with column
+    references"): each worker would compute it with its own settings. In UTC every day is
+    24 hours, so shifting the UTC wall-clock time is the same arithmetic, and IMMUTABLE.
+    ``now()`` itself may appear as ``moment``: without column arguments Citus evaluates it
+    once on the coordinator. A NULL ``seconds`` gives NULL, as the plain sum would.
+    """
+    return f"timezone('UTC', timezone('UTC', {moment}) + {seconds} * interval '1 second')"
+
+
+RETRY_AT = seconds_after("now()", RETRY_DELAY_SQL)
+"""When a failed attempt may run again (its ``keep_until`` counts from there)."""
 
 
 def _fence(alias: str = "t") -> str:
@@ -137,6 +167,11 @@ def _target_params(targets: Targets) -> tuple[Any, ...]:
     return (targets.ids, targets.retry_counts)
 
 
+def _jitters(n: int) -> list[float]:
+    """One uniform draw in [0, 1) per failed attempt: the retry delay's jitter (spec §4)."""
+    return [random.random() for _ in range(n)]
+
+
 class PostgresEngine:
     """Stock PostgreSQL: every capability but serialization retries and a single connection."""
 
@@ -155,7 +190,7 @@ class PostgresEngine:
         self.emulated = emulated
         """Running on stock PostgreSQL behind this engine's emulation guard."""
 
-    def after_install(self) -> list[Statement]:
+    def after_install(self) -> Iterable[Statement]:
         """Statements run right after a fresh install, in the same transaction."""
         return []
 
@@ -239,7 +274,7 @@ class PostgresEngine:
                 for ddl in MIGRATIONS[version](s, self.capabilities):
                     yield Statement(ddl)
             if current is None:
-                yield from self.after_install()
+                yield from each(self.after_install())
                 yield Statement(f"INSERT INTO {s}.version (version) VALUES ($1)", (target,))
             elif target > current:
                 yield Statement(f"UPDATE {s}.version SET version = $1", (target,))
@@ -294,10 +329,13 @@ class PostgresEngine:
     # -- queues ----------------------------------------------------------------------------
 
     def _queue_errors(self, name: str, options: QueueOptions) -> ErrorMap:
-        def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
-            if sqlstate == "23505" and constraint == "queue_pkey":
+        # Errors are told apart by SQLSTATE alone, never by constraint name: sharded Citus
+        # reports a worker's violation without one (its message names the shard's index,
+        # "queue_pkey_102536"). The queue table has one unique key and one foreign key.
+        def map_error(sqlstate: str | None, _constraint: str | None) -> Exception | None:
+            if sqlstate == "23505":
                 return QueueExists(name)
-            if sqlstate == "23503" and constraint == "queue_dead_letter_fkey":
+            if sqlstate == "23503":
                 return QueueNotFound(options.dead_letter or "", field="dead_letter")
             return None
 
@@ -478,8 +516,10 @@ class PostgresEngine:
                 yield from self._require_queue(queue)
             return ids
 
-        def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
-            if sqlstate == "23505" and constraint is not None and constraint.startswith("j"):
+        # The job table's only unique key is (name, id); no constraint name is needed (see
+        # _queue_errors for why none is relied upon).
+        def map_error(sqlstate: str | None, _constraint: str | None) -> Exception | None:
+            if sqlstate == "23505":
                 return JobConflict(f"a job with one of these ids already exists in {queue!r}")
             return None
 
@@ -563,7 +603,7 @@ class PostgresEngine:
             # one of them claim each (the other gets fewer rows, never the same job).
             recheck = f" AND j.state IN {queued}"
         update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
-                heartbeat_on = CASE WHEN j.heartbeat_seconds IS NULL THEN NULL ELSE now() END,
+                heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                    ELSE j.retry_count + 1 END
             FROM next WHERE {join}{recheck}
@@ -693,7 +733,7 @@ class PostgresEngine:
             targets,
             frozenset({JobState.CANCELLED}),
             "state = 'created', completed_on = NULL, start_after = now(), "
-            "keep_until = now() + j.retention_seconds * interval '1 second'",
+            f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
         )
 
     def retry(self, queue: str, targets: Targets) -> Plan[int]:
@@ -704,7 +744,8 @@ class PostgresEngine:
             targets,
             frozenset({JobState.FAILED}),
             "state = 'retry', retry_limit = j.retry_limit + 1, completed_on = NULL, "
-            "start_after = now(), keep_until = now() + j.retention_seconds * interval '1 second'",
+            "start_after = now(), "
+            f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
         )
 
     def _set_state(
@@ -731,6 +772,12 @@ class PostgresEngine:
         )
 
     # -- failing (shared by fail, expiry and heartbeat timeouts) ----------------------------
+    #
+    # A failure is two UPDATEs over the same targets, one for the attempts that will retry
+    # and one for those that fail for good, instead of one UPDATE choosing with CASE: sharded
+    # Citus refuses now() inside CASE, random() anywhere in an UPDATE, and a sub-SELECT of
+    # now() across shards. So the retry jitter is bound (one uniform draw per target, drawn
+    # here), times are shifted with :func:`seconds_after`, and no CASE holds now().
 
     def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
         """queued or active -> retry or failed; dead-letter copies in the same transaction."""
@@ -739,40 +786,69 @@ class PostgresEngine:
             f"j.name = $1 AND j.state IN {in_list(UNFINISHED)} AND {_fence()} "
             "AND (t.retry_count IS NULL OR j.state = 'active')"
         )
-        params = (queue, *_target_params(targets), output_json)
-        return self._fail_plan("fail", f", {_targets_sql(2)}", where, "$4", params)
+        source = "unnest($2::uuid[], $3::int[], $4::float8[]) AS t(id, retry_count, jitter)"
+        params = (queue, *_target_params(targets), _jitters(len(targets.ids)), output_json)
+        return self._plan(
+            "fail",
+            lambda: self._fail_steps(source, where, "$5", params),
+            transaction=not self.capabilities.multi_mutation_cte,
+        )
 
     def expire(self) -> Plan[int]:
         """Fail active jobs that ran past ``started_on + expire_seconds``."""
-        where = (
-            "j.state = 'active' AND j.started_on + j.expire_seconds * interval '1 second' < now()"
+        return self._overdue_plan(
+            "expire", seconds_after("j.started_on", "j.expire_seconds"), TIMED_OUT
         )
-        return self._fail_plan("expire", "", where, "$1", (TIMED_OUT,))
 
     def expire_heartbeats(self) -> Plan[int]:
         """Fail active jobs whose heartbeat is older than ``heartbeat_seconds``."""
-        where = (
-            "j.state = 'active' AND j.heartbeat_seconds IS NOT NULL AND "
-            "j.heartbeat_on + j.heartbeat_seconds * interval '1 second' < now()"
+        return self._overdue_plan(
+            "expire_heartbeats",
+            seconds_after("j.heartbeat_on", "j.heartbeat_seconds"),
+            HEARTBEAT_TIMED_OUT,
         )
-        return self._fail_plan("expire_heartbeats", "", where, "$1", (HEARTBEAT_TIMED_OUT,))
 
-    def _fail_update(self, source: str, where: str, output: str) -> str:
-        # The delay is computed once per row in a sub-SELECT so that start_after and
-        # keep_until use the same random jitter.
-        return f"""UPDATE {self.s}.job j SET
-                (state, start_after, keep_until, completed_on, output) = (
-                    SELECT CASE WHEN x.again THEN 'retry' ELSE 'failed' END,
-                        CASE WHEN x.again THEN x.at ELSE j.start_after END,
-                        CASE WHEN x.again
-                            THEN x.at + j.retention_seconds * interval '1 second'
-                            ELSE j.keep_until END,
-                        CASE WHEN x.again THEN NULL ELSE now() END,
-                        {output}::text::jsonb
-                    FROM (SELECT j.retry_count < j.retry_limit AS again,
-                                 now() + {RETRY_DELAY_SQL} * interval '1 second' AS at) x)
-            FROM {self.s}.queue sq{source}
-            WHERE sq.name = j.name AND {where}
+    def _overdue_plan(self, name: str, deadline: str, output_json: str) -> Plan[int]:
+        """Fail the active attempts whose ``deadline`` has passed.
+
+        The overdue attempts are found first, then failed as targets (a jitter each), fenced
+        to the attempt found and with the deadline checked again: one that finished or sent a
+        heartbeat in between is left alone.
+        """
+        overdue = f"j.state = 'active' AND {deadline} < now()"
+        find = Statement(f"SELECT j.name, j.id, j.retry_count FROM {self.s}.job j WHERE {overdue}")
+        source = (
+            "unnest($1::text[], $2::uuid[], $3::int[], $4::float8[]) "
+            "AS t(name, id, retry_count, jitter)"
+        )
+        where = f"j.name = t.name AND j.id = t.id AND j.retry_count = t.retry_count AND {overdue}"
+
+        def steps() -> Steps[int]:
+            rows = yield find
+            if not rows:
+                return 0
+            found = _columns(rows, ("name", "id", "retry_count"))
+            params = (*found, _jitters(len(rows)), output_json)
+            return (yield from self._fail_steps(source, where, "$5", params))
+
+        return self._plan(name, steps, transaction=not self.capabilities.multi_mutation_cte)
+
+    def _retry_update(self, source: str, where: str, output: str) -> str:
+        """The UPDATE of the targets that will run again, after the retry delay."""
+        return f"""UPDATE {self.s}.job j SET state = 'retry',
+                start_after = {RETRY_AT},
+                keep_until = {seconds_after(RETRY_AT, "j.retention_seconds")},
+                output = {output}::text::jsonb
+            FROM {source}
+            WHERE {where} AND {WILL_RETRY}
+            RETURNING j.id"""
+
+    def _failed_update(self, source: str, where: str, output: str) -> str:
+        """The UPDATE of the targets out of retries; returns what a dead-letter copy needs."""
+        return f"""UPDATE {self.s}.job j SET state = 'failed', completed_on = now(),
+                output = {output}::text::jsonb
+            FROM {self.s}.queue sq, {source}
+            WHERE sq.name = j.name AND {where} AND NOT {WILL_RETRY}
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
                 j.data::text AS data, j.output::text AS output, sq.dead_letter"""
 
@@ -790,29 +866,32 @@ class PostgresEngine:
             FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
             WHERE f.state = 'failed'"""
 
-    def _fail_plan(
-        self, name: str, source: str, where: str, output: str, params: tuple[Any, ...]
-    ) -> Plan[int]:
-        update = self._fail_update(source, where, output)
+    def _fail_steps(
+        self, source: str, where: str, output: str, params: tuple[Any, ...]
+    ) -> Steps[int]:
+        """Fail the targets of ``source`` matching ``where``; how many were changed."""
+        retry = self._retry_update(source, where, output)
+        failed = self._failed_update(source, where, output)
         if self.capabilities.multi_mutation_cte:
-            sql = f"""WITH changed AS ({update}),
-                dead AS ({self._dead_letter_insert("changed f")} RETURNING 1)
-                SELECT count(*) AS n FROM changed"""
-            return self._single(name, sql, params, _count)
-        copy = self._dead_letter_insert(
-            "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], "
-            "$7::text[], $8::text[]) AS f(name, id, state, priority, retry_count, data, output, "
-            "dead_letter)"
-        )
-
-        def steps() -> Steps[int]:
-            rows = yield Statement(update, params)
-            dead = [r for r in rows if r["state"] == "failed" and r["dead_letter"] is not None]
-            if dead:
-                yield Statement(copy, _columns(dead, COPIED_COLUMNS))
-            return len(rows)
-
-        return self._plan(name, steps, transaction=True)
+            # The two UPDATEs never touch the same row (a row either will retry or not).
+            rows = yield Statement(
+                f"""WITH retried AS ({retry}), failed AS ({failed}),
+                    dead AS ({self._dead_letter_insert("failed f")} RETURNING 1)
+                SELECT (SELECT count(*) FROM retried) + (SELECT count(*) FROM failed) AS n""",
+                params,
+            )
+            return _count(rows)
+        retried = yield Statement(retry, params)
+        gone = yield Statement(failed, params)
+        dead = [r for r in gone if r["dead_letter"] is not None]
+        if dead:
+            copy = self._dead_letter_insert(
+                "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], "
+                "$7::text[], $8::text[]) AS f(name, id, state, priority, retry_count, data, "
+                "output, dead_letter)"
+            )
+            yield Statement(copy, _columns(dead, COPIED_COLUMNS))
+        return len(retried) + len(gone)
 
     # -- redrive ---------------------------------------------------------------------------
 
@@ -882,7 +961,7 @@ class PostgresEngine:
         """Delete finished jobs past ``completed_on + deletion_seconds`` (0 keeps forever)."""
         sql = f"""DELETE FROM {self.s}.job
             WHERE state IN {in_list(FINISHED)} AND deletion_seconds > 0
-              AND completed_on + deletion_seconds * interval '1 second' < now()
+              AND {seconds_after("completed_on", "deletion_seconds")} < now()
             RETURNING id"""
         return self._single("deletion", sql, (), rowcount)
 
