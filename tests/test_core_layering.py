@@ -21,6 +21,7 @@ EXPECTED_MODULES = {
     "contracts",
     "description",
     "errors",
+    "identifiers",
     "ids",
     "options",
     "plans",

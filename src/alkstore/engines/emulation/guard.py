@@ -41,6 +41,10 @@ class SyncSession(Protocol):
         """A transaction (a savepoint when nested)."""
         ...
 
+    def in_transaction(self) -> bool:
+        """Whether the caller owns an open transaction on the connection."""
+        ...
+
 
 class AsyncSession(Protocol):
     """The async counterpart of :class:`SyncSession`."""
@@ -51,6 +55,10 @@ class AsyncSession(Protocol):
 
     def transaction(self, isolation: Isolation | None = None) -> AbstractAsyncContextManager[None]:
         """A transaction (a savepoint when nested)."""
+        ...
+
+    def in_transaction(self) -> bool:
+        """Whether the caller owns an open transaction on the connection."""
         ...
 
 
@@ -192,6 +200,10 @@ class GuardedSyncSession:
             self.inner.execute(extra)
         return self._state.rows(rows)
 
+    def in_transaction(self) -> bool:
+        """Whether the driver's session is inside the caller's transaction."""
+        return self.inner.in_transaction()
+
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
         """A transaction at the profile's isolation (the requested one only if it has none)."""
@@ -223,6 +235,10 @@ class GuardedAsyncSession:
         for extra in prelude.after:
             await self.inner.execute(extra)
         return self._state.rows(rows)
+
+    def in_transaction(self) -> bool:
+        """Whether the driver's session is inside the caller's transaction."""
+        return self.inner.in_transaction()
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
