@@ -3,8 +3,7 @@
 The suite runs in a pytest subprocess, in an empty temporary directory with an empty pytest
 configuration: a crashing driver or a hung test cannot take this process with it, and the
 pytest settings and ``conftest.py`` files of the directory you run it from do not apply. The
-subprocess loads the conformance plugin (:mod:`alkstore.conformance.plugin`, by name rather
-than through its ``pytest11`` entry point, which is blocked so it never loads twice) and the
+subprocess loads the opt-in conformance plugin (:mod:`alkstore.conformance.plugin`) and the
 matrix recorder (:mod:`alkstore.conformance.matrix`), whose JSON lines drive a progress bar
 while the suite runs and the matrix afterwards. The DSN reaches the subprocess through
 ``ALKSTORE_DSN`` in its environment, never on a command line others can read.
@@ -51,9 +50,6 @@ SUITE = "alkstore.conformance.suite"
 
 PLUGINS = ("alkstore.conformance.plugin", "alkstore.conformance.matrix")
 """pytest plugins the run loads by module name."""
-
-ENTRY_POINT = "alkstore"
-"""The ``pytest11`` entry-point name of the conformance plugin (blocked in the run)."""
 
 TEST_TIMEOUT = 300
 """Seconds one test may take when pytest-timeout is installed."""
@@ -214,7 +210,7 @@ def pytest_command(
     ini.write_text("[pytest]\n", encoding="utf-8")
     command = [sys.executable, "-m", "pytest", "--pyargs", SUITE]
     command += ["-c", str(ini), "--rootdir", str(suite_dir), "--confcutdir", str(suite_dir)]
-    command += ["-p", "no:cacheprovider", "-p", f"no:{ENTRY_POINT}"]
+    command += ["-p", "no:cacheprovider"]
     for plugin in PLUGINS:
         command += ["-p", plugin]
     command += ["--alkstore-engine", args.engine, "--alkstore-driver", args.driver]

@@ -1,4 +1,9 @@
-"""The conformance pytest plugin: options, the store fixture, capability markers.
+"""The conformance pytest plugin: options, the ``alkstore_store`` fixture, capability markers.
+
+It is opt-in, so installing alkstore changes nothing in anyone else's pytest run: enable it
+with ``pytest -p alkstore.conformance`` (or ``-p alkstore.conformance.plugin``) or with
+``pytest_plugins = ["alkstore.conformance.plugin"]`` in a top-level ``conftest.py``. Every
+fixture it provides is prefixed ``alkstore_``.
 
 Options (also settable through ``ALKSTORE_DSN`` / ``ALKSTORE_ENGINE`` / ``ALKSTORE_DRIVER``):
 
@@ -70,8 +75,8 @@ def _drivers(config: pytest.Config) -> list[str]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Run every test that uses ``store`` once per selected driver."""
-    if "store" in metafunc.fixturenames:
+    """Run every test that uses ``alkstore_store`` once per selected driver."""
+    if "alkstore_store" in metafunc.fixturenames:
         metafunc.parametrize("alkstore_driver", _drivers(metafunc.config), scope="session")
 
 
@@ -91,7 +96,7 @@ def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 
 
 @pytest.fixture
-def store(
+def alkstore_store(
     alkstore_backend: Backend, alkstore_driver: str, request: pytest.FixtureRequest
 ) -> Iterator[StoreHandle]:
     """A store on a fresh schema, through the driver under test (sync view of async ones)."""

@@ -46,11 +46,11 @@ class CallerConnection:
 
 
 @contextlib.asynccontextmanager
-async def caller_connection(store: Any) -> AsyncIterator[CallerConnection]:
+async def caller_connection(alkstore_store: Any) -> AsyncIterator[CallerConnection]:
     """A connection of the store's driver, opened outside any store."""
-    spec = variant(store.driver)
+    spec = variant(alkstore_store.driver)
     driver = spec.load()
-    source = await _maybe(driver.open(store.backend.dsn, DriverSettings(pool_size=1)))
+    source = await _maybe(driver.open(alkstore_store.backend.dsn, DriverSettings(pool_size=1)))
     try:
         async with contextlib.AsyncExitStack() as stack:
             cm = source.session()
@@ -63,14 +63,14 @@ async def caller_connection(store: Any) -> AsyncIterator[CallerConnection]:
         await _maybe(source.close())
 
 
-async def _store_on(store: Any, conn: CallerConnection) -> Any:
+async def _store_on(alkstore_store: Any, conn: CallerConnection) -> Any:
     """A store on the caller's connection: same schema, engine and driver as ``store``."""
-    spec = variant(store.driver)
+    spec = variant(alkstore_store.driver)
     options: dict[str, Any] = {
-        "engine": store.backend.engine_name,
+        "engine": alkstore_store.backend.engine_name,
         "driver": spec.name,
-        "schema": store.schema,
-        "emulate": store.backend.emulate,
+        "schema": alkstore_store.schema,
+        "emulate": alkstore_store.backend.emulate,
         "migrate": False,
     }
     if spec.is_async:
@@ -88,20 +88,22 @@ def _run(coro: Any) -> None:
 
 @pytest.mark.requires("serialization_retries")
 @pytest.mark.parametrize("isolation", ["REPEATABLE READ", "SERIALIZABLE"])
-def test_a_serialization_failure_in_the_callers_transaction_is_raised_unchanged(store, isolation):
-    store.create_queue("q")
-    job = store.send("q", {"n": 1})
-    driver = variant(store.driver).load()
+def test_a_serialization_failure_in_the_callers_transaction_is_raised_unchanged(
+    alkstore_store, isolation
+):
+    alkstore_store.create_queue("q")
+    job = alkstore_store.send("q", {"n": 1})
+    driver = variant(alkstore_store.driver).load()
 
     async def scenario() -> None:
-        async with caller_connection(store) as conn:
+        async with caller_connection(alkstore_store) as conn:
             await conn.run(f"BEGIN ISOLATION LEVEL {isolation}")
             await conn.run("SELECT 1")  # the caller's snapshot is taken here
-            mine = await _store_on(store, conn)
+            mine = await _store_on(alkstore_store, conn)
             try:
                 # Another session changes the job after the caller's snapshot (the test
                 # clock's hook rewrites every job row) ...
-                store.advance(0)
+                alkstore_store.advance(0)
                 # ... so changing it in the caller's transaction cannot serialize.
                 with pytest.raises(Exception) as err:
                     await _maybe(mine.cancel("q", [job]))
@@ -113,27 +115,27 @@ def test_a_serialization_failure_in_the_callers_transaction_is_raised_unchanged(
                 await conn.run("ROLLBACK")
                 await _maybe(mine.close())
         # The caller retries their transaction; now it goes through.
-        assert store.cancel("q", [job]) == 1
+        assert alkstore_store.cancel("q", [job]) == 1
 
     _run(scenario())
 
 
 @pytest.mark.requires("serialization_retries")
-def test_the_stores_own_transaction_retries_a_serialization_failure(store):
-    store.create_queue("q")
-    job = store.send("q", {"n": 1})
+def test_the_stores_own_transaction_retries_a_serialization_failure(alkstore_store):
+    alkstore_store.create_queue("q")
+    job = alkstore_store.send("q", {"n": 1})
     outcome: list[Any] = []
 
     def cancel() -> None:
         try:
-            outcome.append(store.cancel("q", [job]))
+            outcome.append(alkstore_store.cancel("q", [job]))
         except Exception as exc:
             outcome.append(exc)
 
     async def scenario() -> None:
-        async with caller_connection(store) as holder:
+        async with caller_connection(alkstore_store) as holder:
             await holder.run("BEGIN")
-            mine = await _store_on(store, holder)
+            mine = await _store_on(alkstore_store, holder)
             try:
                 # The holder's open transaction claims the job: its row stays locked.
                 assert [j.id for j in await _maybe(mine.fetch("q"))] == [job]
@@ -150,6 +152,6 @@ def test_the_stores_own_transaction_retries_a_serialization_failure(store):
             await holder.run("COMMIT")
             await asyncio.to_thread(worker.join, 60)
         assert outcome == [1]
-        assert store.get_job("q", job).state == JobState.CANCELLED
+        assert alkstore_store.get_job("q", job).state == JobState.CANCELLED
 
     _run(scenario())

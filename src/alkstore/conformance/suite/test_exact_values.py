@@ -31,23 +31,25 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("value", HOSTILE)
-def test_hostile_strings_are_stored_exactly_by_send(store, value):
-    store.create_queue("q")
-    job_id = store.send("q", {"v": value}, singleton_key=value, group_id=value, group_tier=value)
-    job = store.get_job("q", job_id)
+def test_hostile_strings_are_stored_exactly_by_send(alkstore_store, value):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send(
+        "q", {"v": value}, singleton_key=value, group_id=value, group_tier=value
+    )
+    job = alkstore_store.get_job("q", job_id)
     assert (job.singleton_key, job.group_id, job.group_tier) == (value, value, value)
     assert job.data == {"v": value}
 
 
-def test_hostile_strings_are_stored_exactly_by_send_many(store):
-    store.create_queue("q")
-    ids = store.send_many(
+def test_hostile_strings_are_stored_exactly_by_send_many(alkstore_store):
+    alkstore_store.create_queue("q")
+    ids = alkstore_store.send_many(
         "q",
         [{"data": v, "singleton_key": v, "group_id": v, "group_tier": v} for v in HOSTILE],
     )
     assert len(ids) == len(HOSTILE)
     for job_id, value in zip(ids, HOSTILE, strict=True):
-        job = store.get_job("q", job_id)
+        job = alkstore_store.get_job("q", job_id)
         assert (job.data, job.singleton_key, job.group_id, job.group_tier) == (
             value,
             value,
@@ -57,12 +59,12 @@ def test_hostile_strings_are_stored_exactly_by_send_many(store):
 
 
 @pytest.mark.parametrize("dlq", ["null", "NULL"])
-def test_a_dead_letter_queue_named_null_gets_its_copy(store, dlq):
-    store.create_queue(dlq)
-    store.create_queue("q", retry_limit=0, dead_letter=dlq)
-    job_id = store.send("q", 1)
-    (job,) = store.fetch("q")
-    assert store.fail("q", [job], {"why": "x"}) == 1
-    assert store.get_job("q", job_id).state is JobState.FAILED
-    (dead,) = store.fetch(dlq)
+def test_a_dead_letter_queue_named_null_gets_its_copy(alkstore_store, dlq):
+    alkstore_store.create_queue(dlq)
+    alkstore_store.create_queue("q", retry_limit=0, dead_letter=dlq)
+    job_id = alkstore_store.send("q", 1)
+    (job,) = alkstore_store.fetch("q")
+    assert alkstore_store.fail("q", [job], {"why": "x"}) == 1
+    assert alkstore_store.get_job("q", job_id).state is JobState.FAILED
+    (dead,) = alkstore_store.fetch(dlq)
     assert dead.source_id == job_id and dead.data == 1

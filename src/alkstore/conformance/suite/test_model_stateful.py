@@ -204,14 +204,14 @@ class ModelMachine(RuleBasedStateMachine):
     jobs = Bundle("jobs")
     attempts = Bundle("attempts")
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, alkstore_store: Any) -> None:
         super().__init__()
-        self.store = store
-        store.reset()
+        self.store = alkstore_store
+        alkstore_store.reset()
         self.started = time.monotonic()
         self.model = Model()
         for name, options in QUEUES.items():
-            store.create_queue(name, **options)
+            alkstore_store.create_queue(name, **options)
             self.model.create_queue(name, QueueOptions(**options))
         self.queue_of: dict[uuid.UUID, str] = {}
         self.label: dict[uuid.UUID, str] = {}
@@ -519,5 +519,5 @@ SETTINGS = settings(
 )
 
 
-def test_engine_agrees_with_the_model(store: Any) -> None:
-    run_state_machine_as_test(functools.partial(ModelMachine, store), settings=SETTINGS)  # type: ignore[arg-type]
+def test_engine_agrees_with_the_model(alkstore_store: Any) -> None:
+    run_state_machine_as_test(functools.partial(ModelMachine, alkstore_store), settings=SETTINGS)  # type: ignore[arg-type]

@@ -8,9 +8,9 @@ from alkstore import InvalidOptions, QueueExists, QueueInUse, QueueNotFound
 from alkstore.core.options import Policy
 
 
-def test_create_and_get_queue_with_defaults(store):
-    store.create_queue("email")
-    queue = store.get_queue("email")
+def test_create_and_get_queue_with_defaults(alkstore_store):
+    alkstore_store.create_queue("email")
+    queue = alkstore_store.get_queue("email")
     assert queue is not None
     assert queue.name == "email"
     o = queue.options
@@ -21,9 +21,9 @@ def test_create_and_get_queue_with_defaults(store):
     assert queue.dead_letter is None
 
 
-def test_create_queue_with_options_round_trips(store):
-    store.create_queue("dlq")
-    store.create_queue(
+def test_create_queue_with_options_round_trips(alkstore_store):
+    alkstore_store.create_queue("dlq")
+    alkstore_store.create_queue(
         "work",
         retry_limit=5,
         retry_delay=3,
@@ -35,124 +35,124 @@ def test_create_queue_with_options_round_trips(store):
         deletion_seconds=0,
         dead_letter="dlq",
     )
-    o = store.get_queue("work").options
+    o = alkstore_store.get_queue("work").options
     assert o.retry_limit == 5 and o.retry_delay == 3 and o.retry_backoff is True
     assert o.retry_delay_max == 60 and o.expire_seconds == 30 and o.heartbeat_seconds == 20
     assert o.retention_seconds == 100 and o.deletion_seconds == 0 and o.dead_letter == "dlq"
 
 
-def test_queues_lists_by_name(store):
+def test_queues_lists_by_name(alkstore_store):
     for name in ("b", "a", "c.d/e-f_g"):
-        store.create_queue(name)
-    assert [q.name for q in store.queues()] == ["a", "b", "c.d/e-f_g"]
+        alkstore_store.create_queue(name)
+    assert [q.name for q in alkstore_store.queues()] == ["a", "b", "c.d/e-f_g"]
 
 
-def test_get_unknown_queue_is_none(store):
-    assert store.get_queue("nope") is None
+def test_get_unknown_queue_is_none(alkstore_store):
+    assert alkstore_store.get_queue("nope") is None
 
 
-def test_duplicate_queue_raises_queue_exists(store):
-    store.create_queue("q")
+def test_duplicate_queue_raises_queue_exists(alkstore_store):
+    alkstore_store.create_queue("q")
     with pytest.raises(QueueExists):
-        store.create_queue("q", retry_limit=9)
-    assert store.get_queue("q").options.retry_limit == 2
+        alkstore_store.create_queue("q", retry_limit=9)
+    assert alkstore_store.get_queue("q").options.retry_limit == 2
 
 
-def test_dead_letter_must_exist(store):
+def test_dead_letter_must_exist(alkstore_store):
     with pytest.raises(QueueNotFound) as err:
-        store.create_queue("q", dead_letter="missing")
+        alkstore_store.create_queue("q", dead_letter="missing")
     assert "missing" in str(err.value) and "dead_letter" in str(err.value)
-    assert store.queues() == []
+    assert alkstore_store.queues() == []
 
 
-def test_dead_letter_may_not_be_itself(store):
+def test_dead_letter_may_not_be_itself(alkstore_store):
     with pytest.raises(InvalidOptions) as err:
-        store.create_queue("q", dead_letter="q")
+        alkstore_store.create_queue("q", dead_letter="q")
     assert err.value.field == "dead_letter"
-    assert store.queues() == []
+    assert alkstore_store.queues() == []
 
 
 @pytest.mark.parametrize(
     "name", ["", "-leading", "_x", "has space", "semi;colon", "quote'", "x" * 101, 42, None]
 )
-def test_invalid_queue_names_are_refused(store, name):
+def test_invalid_queue_names_are_refused(alkstore_store, name):
     with pytest.raises(InvalidOptions) as err:
-        store.create_queue(name)
+        alkstore_store.create_queue(name)
     assert err.value.field == "queue" and err.value.value == name
-    assert store.queues() == []
+    assert alkstore_store.queues() == []
 
 
-def test_update_queue_changes_settings(store):
-    store.create_queue("dlq")
-    store.create_queue("q")
-    updated = store.update_queue("q", retry_limit=7, dead_letter="dlq")
+def test_update_queue_changes_settings(alkstore_store):
+    alkstore_store.create_queue("dlq")
+    alkstore_store.create_queue("q")
+    updated = alkstore_store.update_queue("q", retry_limit=7, dead_letter="dlq")
     assert updated.options.retry_limit == 7 and updated.dead_letter == "dlq"
-    assert store.get_queue("q").options.retry_limit == 7
+    assert alkstore_store.get_queue("q").options.retry_limit == 7
     assert updated.updated_on >= updated.created_on
 
 
-def test_update_queue_refuses_policy_and_partition(store):
-    store.create_queue("q")
+def test_update_queue_refuses_policy_and_partition(alkstore_store):
+    alkstore_store.create_queue("q")
     for field, value in (("policy", "short"), ("partition", True)):
         with pytest.raises(InvalidOptions) as err:
-            store.update_queue("q", **{field: value})
+            alkstore_store.update_queue("q", **{field: value})
         assert err.value.field == field
 
 
-def test_update_queue_checks_dead_letter(store):
-    store.create_queue("q")
+def test_update_queue_checks_dead_letter(alkstore_store):
+    alkstore_store.create_queue("q")
     with pytest.raises(QueueNotFound):
-        store.update_queue("q", dead_letter="missing")
+        alkstore_store.update_queue("q", dead_letter="missing")
     with pytest.raises(InvalidOptions):
-        store.update_queue("q", dead_letter="q")
-    assert store.get_queue("q").dead_letter is None
+        alkstore_store.update_queue("q", dead_letter="q")
+    assert alkstore_store.get_queue("q").dead_letter is None
 
 
-def test_update_unknown_queue_raises(store):
+def test_update_unknown_queue_raises(alkstore_store):
     with pytest.raises(QueueNotFound):
-        store.update_queue("nope", retry_limit=1)
+        alkstore_store.update_queue("nope", retry_limit=1)
 
 
-def test_update_queue_bad_value_writes_nothing(store):
-    store.create_queue("q")
+def test_update_queue_bad_value_writes_nothing(alkstore_store):
+    alkstore_store.create_queue("q")
     with pytest.raises(InvalidOptions) as err:
-        store.update_queue("q", retry_limit=-1)
+        alkstore_store.update_queue("q", retry_limit=-1)
     assert (err.value.field, err.value.value) == ("retry_limit", -1)
-    assert store.get_queue("q").options.retry_limit == 2
+    assert alkstore_store.get_queue("q").options.retry_limit == 2
 
 
-def test_delete_queue_removes_it_and_its_jobs(store):
-    store.create_queue("q")
-    store.create_queue("other")
-    store.send("q", {"n": 1})
-    keep = store.send("other", {"n": 2})
-    store.delete_queue("q")
-    assert store.get_queue("q") is None
-    assert store.job_count() == 1
-    assert store.get_job("other", keep) is not None
+def test_delete_queue_removes_it_and_its_jobs(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.create_queue("other")
+    alkstore_store.send("q", {"n": 1})
+    keep = alkstore_store.send("other", {"n": 2})
+    alkstore_store.delete_queue("q")
+    assert alkstore_store.get_queue("q") is None
+    assert alkstore_store.job_count() == 1
+    assert alkstore_store.get_job("other", keep) is not None
 
 
-def test_delete_unknown_queue_raises(store):
+def test_delete_unknown_queue_raises(alkstore_store):
     with pytest.raises(QueueNotFound):
-        store.delete_queue("nope")
+        alkstore_store.delete_queue("nope")
 
 
-def test_delete_queue_used_as_dead_letter_is_refused(store):
-    store.create_queue("dlq")
-    store.create_queue("q", dead_letter="dlq")
+def test_delete_queue_used_as_dead_letter_is_refused(alkstore_store):
+    alkstore_store.create_queue("dlq")
+    alkstore_store.create_queue("q", dead_letter="dlq")
     with pytest.raises(QueueInUse):
-        store.delete_queue("dlq")
-    assert store.get_queue("dlq") is not None
+        alkstore_store.delete_queue("dlq")
+    assert alkstore_store.get_queue("dlq") is not None
 
 
-def test_queue_stats_counts_per_state(store):
-    store.create_queue("q")
-    ids = store.send_many("q", [{"data": i} for i in range(5)])
-    jobs = store.fetch("q", batch_size=3)
-    store.complete("q", jobs[0])
-    store.fail("q", jobs[1])
-    store.cancel("q", ids[4])
-    stats = store.queue_stats("q")
+def test_queue_stats_counts_per_state(alkstore_store):
+    alkstore_store.create_queue("q")
+    ids = alkstore_store.send_many("q", [{"data": i} for i in range(5)])
+    jobs = alkstore_store.fetch("q", batch_size=3)
+    alkstore_store.complete("q", jobs[0])
+    alkstore_store.fail("q", jobs[1])
+    alkstore_store.cancel("q", ids[4])
+    stats = alkstore_store.queue_stats("q")
     assert stats.counts["created"] == 1
     assert stats.counts["retry"] == 1
     assert stats.counts["active"] == 1
@@ -163,6 +163,6 @@ def test_queue_stats_counts_per_state(store):
     assert stats.oldest_queued_age is not None
 
 
-def test_queue_stats_unknown_queue_raises(store):
+def test_queue_stats_unknown_queue_raises(alkstore_store):
     with pytest.raises(QueueNotFound):
-        store.queue_stats("nope")
+        alkstore_store.queue_stats("nope")
