@@ -26,11 +26,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import alkstore
 
-from ..conformance.harness import driver_variants
+from ..conformance.harness import driver_variants, installed_variants
 from ..conformance.matrix import (
     OUT_OPTION,
     Matrix,
@@ -42,6 +43,7 @@ from ..conformance.matrix import (
     read_records,
     render,
 )
+from ..drivers import not_installed
 
 AUTO = "auto"
 """``--engine`` value that detects the engine from the server (as ``connect(engine="auto")``)."""
@@ -50,6 +52,12 @@ SUITE = "alkstore.conformance.suite"
 
 PLUGINS = ("alkstore.conformance.plugin", "alkstore.conformance.matrix")
 """pytest plugins the run loads by module name."""
+
+SUITE_NEEDS = ("pytest", "hypothesis")
+"""Modules the suite imports, all brought by alkstore's ``conformance`` extra."""
+
+CONFORMANCE_INSTALL = 'pip install "alkstore[conformance]"'
+"""The command that installs what the suite needs."""
 
 TEST_TIMEOUT = 300
 """Seconds one test may take when pytest-timeout is installed."""
@@ -116,10 +124,10 @@ def _engines() -> list[str]:
 
 
 def parse_drivers(text: str) -> list[str]:
-    """The drivers ``--driver`` names: ``all``, one name, or a comma list."""
+    """The drivers ``--driver`` names: ``all`` (the installed ones), one name, or a comma list."""
     known = driver_variants()
     if text.strip() == "all":
-        return known
+        return installed_variants()
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in known]
     if unknown or not names:
@@ -177,12 +185,19 @@ def unreachable(dsn: str) -> str | None:
 
 def argument_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the arguments before anything runs; None when they are usable."""
-    if importlib.util.find_spec("pytest") is None:
-        return "the conformance suite needs pytest: pip install pytest"
+    lacking = [name for name in SUITE_NEEDS if importlib.util.find_spec(name) is None]
+    if lacking:
+        return f"the conformance suite needs {', '.join(lacking)}: {CONFORMANCE_INSTALL}"
     try:
-        parse_drivers(args.driver)
+        drivers = parse_drivers(args.driver)
     except ValueError as exc:
         return f"--driver: {exc}"
+    if not drivers:
+        return f"--driver all: no driver is installed: {'; '.join(not_installed().values())}"
+    missing = not_installed()
+    asked = [name for name in drivers if name in missing]
+    if asked:
+        return "--driver: not installed: " + "; ".join(f"{n} ({missing[n]})" for n in asked)
     engines = _engines()
     if args.engine == AUTO:
         if args.emulate:
@@ -213,7 +228,8 @@ def pytest_command(
     command += ["-p", "no:cacheprovider"]
     for plugin in PLUGINS:
         command += ["-p", plugin]
-    command += ["--alkstore-engine", args.engine, "--alkstore-driver", args.driver]
+    drivers = ",".join(parse_drivers(args.driver))
+    command += ["--alkstore-engine", args.engine, "--alkstore-driver", drivers]
     if args.emulate:
         command.append("--alkstore-emulate")
     command += [OUT_OPTION, str(out), "--continue-on-collection-errors"]
@@ -345,12 +361,18 @@ def _title(args: argparse.Namespace) -> str:
     return f"alkstore conformance: engine {args.engine}{mode} on {where}"
 
 
+def _drivers_not_installed(args: argparse.Namespace) -> dict[str, str]:
+    """The drivers ``--driver all`` left out, each with the command that installs it."""
+    return not_installed() if args.driver.strip() == "all" else {}
+
+
 def report_json(args: argparse.Namespace, matrix: Matrix, run: SuiteRun, status: int) -> Any:
     """The JSON document ``--json`` writes: the run's settings, the matrix and the status."""
     return {
         "engine": args.engine,
         "emulate": bool(args.emulate),
         "drivers": parse_drivers(args.driver),
+        "drivers_not_installed": _drivers_not_installed(args),
         "dsn": redact(args.dsn) if args.dsn else None,
         "keyword": args.keyword,
         "exit_status": status,
@@ -396,7 +418,7 @@ def run(args: argparse.Namespace) -> int:
             highlight=False,
         )
     if problem is not None:
-        console.print(f"[red]alkstore conformance: {problem}[/red]", highlight=False)
+        console.print(f"[red]alkstore conformance: {escape(problem)}[/red]", highlight=False)
         return 2
     try:
         suite = run_suite(args, console)
@@ -407,6 +429,11 @@ def run(args: argparse.Namespace) -> int:
     status = exit_status(matrix, suite.status)
     render(matrix, console, _title(args))
     console.print(f"in {suite.seconds:.1f} s")
+    skipped = _drivers_not_installed(args)
+    if skipped:
+        console.print(f"drivers skipped, not installed ({len(skipped)}):", highlight=False)
+        for name, install in skipped.items():
+            console.print(f"  {name}: {install}", markup=False, highlight=False)
     _explain(status, suite, args, console)
     if args.json is not None:
         document = report_json(args, matrix, suite, status)

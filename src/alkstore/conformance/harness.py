@@ -21,7 +21,7 @@ import attrs
 from ..core.capabilities import Capabilities
 from ..core.contracts import TestHooks
 from ..core.plans import Plan, Row
-from ..drivers import registry, variant
+from ..drivers import not_installed, registry, variant
 from ..engines import engine_class
 from ..engines.pglite.bridge import start_bridge
 from ..engines.pglite.engine import data_dir_of
@@ -35,6 +35,12 @@ def driver_variants() -> list[str]:
     """Driver variants the suite can run: every registered driver (psycopg twice, its sync
     and async faces)."""
     return list(registry())
+
+
+def installed_variants() -> list[str]:
+    """The driver variants whose client library is installed: what ``all`` runs."""
+    missing = not_installed()
+    return [name for name in registry() if name not in missing]
 
 
 SEVERAL_SESSIONS = "several_sessions"

@@ -12,7 +12,8 @@ Options (also settable through ``ALKSTORE_DSN`` / ``ALKSTORE_ENGINE`` / ``ALKSTO
 - ``--alkstore-engine``: the engine name (default ``postgres``).
 - ``--alkstore-driver``: ``psycopg``, ``psycopg-async``, ``asyncpg``, ``pg8000`` (or any
   driver registered under the ``alkstore.drivers`` entry points), a comma list of them, or
-  ``all`` (the default): every test runs once per driver.
+  ``all`` (the default: every driver whose client library is installed): every test runs
+  once per driver.
 
 Each test gets a store on a fresh schema that is dropped afterwards. Tests declare what they
 need with ``@pytest.mark.requires("capability", ...)``; where the engine lacks it the test is
@@ -31,6 +32,7 @@ from .harness import (
     Backend,
     StoreHandle,
     driver_variants,
+    installed_variants,
     open_handle,
     skip_reason,
 )
@@ -52,7 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--alkstore-driver",
         default=os.environ.get("ALKSTORE_DRIVER", "all"),
-        help=f"one of {', '.join(driver_variants())}, a comma list, or all",
+        help=f"one of {', '.join(driver_variants())}, a comma list, or all (the installed ones)",
     )
 
 
@@ -67,7 +69,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _drivers(config: pytest.Config) -> list[str]:
     raw = str(config.getoption("--alkstore-driver"))
     known = driver_variants()
-    names = known if raw == "all" else [n.strip() for n in raw.split(",") if n.strip()]
+    if raw == "all":
+        return installed_variants()
+    names = [n.strip() for n in raw.split(",") if n.strip()]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise pytest.UsageError(f"--alkstore-driver: unknown {unknown}; choose from {known}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from importlib.metadata import entry_points
 
-from ..core.errors import InvalidOptions
+from ..core.errors import DriverUnavailable, InvalidOptions
 from .base import AsyncDriver, DriverSpec, SyncDriver
 from .builtin import ORDER
 
@@ -49,6 +49,18 @@ def variant(name: str) -> DriverSpec:
     return specs[name]
 
 
+def not_installed() -> dict[str, str]:
+    """Registered variants whose client library does not import, each with the command that
+    installs it (importing the libraries that are installed on the way)."""
+    missing: dict[str, str] = {}
+    for name, spec in registry().items():
+        try:
+            spec.load()
+        except DriverUnavailable as exc:
+            missing[name] = exc.install
+    return missing
+
+
 def names(*, is_async: bool) -> list[str]:
     """The names a sync (or async) store accepts as ``driver``."""
     return list(dict.fromkeys(s.name for s in registry().values() if s.is_async == is_async))
@@ -78,4 +90,12 @@ def async_driver(name: str) -> AsyncDriver:
     return driver
 
 
-__all__ = ["GROUP", "async_driver", "names", "registry", "sync_driver", "variant"]
+__all__ = [
+    "GROUP",
+    "async_driver",
+    "names",
+    "not_installed",
+    "registry",
+    "sync_driver",
+    "variant",
+]
