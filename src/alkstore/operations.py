@@ -11,8 +11,10 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import attrs
+
 from .core.contracts import Engine
-from .core.errors import InvalidOptions
+from .core.errors import InvalidOptions, QueueOptionsDiffer
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan
@@ -53,6 +55,23 @@ class Operations:
     def create_queue(self, name: str, options: Mapping[str, Any]) -> Plan[None]:
         """See :meth:`alkstore.Store.create_queue`."""
         return self.engine.create_queue(check_queue_name(name), QueueOptions.from_kwargs(options))
+
+    @staticmethod
+    def queue_matches(name: str, options: Mapping[str, Any], queue: Queue | None) -> bool:
+        """For ``create_queue(..., exist_ok=True)``: whether ``queue`` (as read) exists with
+        exactly the requested options (defaults included); :class:`QueueOptionsDiffer`, naming
+        every option that differs, when it exists with others."""
+        requested = QueueOptions.from_kwargs(options)
+        if queue is None:
+            return False
+        differences: dict[str, tuple[object, object]] = {
+            field.name: (getattr(queue.options, field.name), getattr(requested, field.name))
+            for field in attrs.fields(QueueOptions)
+            if getattr(queue.options, field.name) != getattr(requested, field.name)
+        }
+        if differences:
+            raise QueueOptionsDiffer(name, differences)
+        return True
 
     def update_queue(self, name: str, changes: Mapping[str, Any]) -> Plan[Queue]:
         """See :meth:`alkstore.Store.update_queue`."""

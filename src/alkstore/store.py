@@ -16,6 +16,7 @@ import attrs
 
 from .core.contracts import Engine
 from .core.description import ServerInfo
+from .core.errors import QueueExists
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
 from .core.validation import int_at_least, schema_name
@@ -76,9 +77,22 @@ class Store:
         return result
 
     # queues
-    def create_queue(self, name: str, **options: Any) -> None:
-        """Create a queue. Options: see :class:`~alkstore.core.options.QueueOptions`."""
-        self._run(self._ops.create_queue(name, options))
+    def create_queue(self, name: str, *, exist_ok: bool = False, **options: Any) -> None:
+        """Create a queue. Options: see :class:`~alkstore.core.options.QueueOptions`.
+
+        A queue of that name raises :class:`~alkstore.QueueExists`; with ``exist_ok=True`` one
+        with the same options (defaults included) is accepted quietly, and one with other
+        options raises :class:`~alkstore.QueueOptionsDiffer` naming each that differs. The
+        queue is read before the insert, so a caller's open transaction is not aborted by it.
+        """
+        if exist_ok and self._ops.queue_matches(name, options, self.get_queue(name)):
+            return
+        try:
+            self._run(self._ops.create_queue(name, options))
+        except QueueExists:
+            # Created concurrently since the read: compare with what won.
+            if not exist_ok or not self._ops.queue_matches(name, options, self.get_queue(name)):
+                raise
 
     def update_queue(self, name: str, **changes: Any) -> Queue:
         """Change a queue's settings (not ``policy`` or ``partition``); returns the queue."""
@@ -220,9 +234,17 @@ class AsyncStore:
         result: int | None = await self._run(self.engine.schema_version())
         return result
 
-    async def create_queue(self, name: str, **options: Any) -> None:
+    async def create_queue(self, name: str, *, exist_ok: bool = False, **options: Any) -> None:
         """See :meth:`Store.create_queue`."""
-        await self._run(self._ops.create_queue(name, options))
+        if exist_ok and self._ops.queue_matches(name, options, await self.get_queue(name)):
+            return
+        try:
+            await self._run(self._ops.create_queue(name, options))
+        except QueueExists:
+            if not exist_ok or not self._ops.queue_matches(
+                name, options, await self.get_queue(name)
+            ):
+                raise
 
     async def update_queue(self, name: str, **changes: Any) -> Queue:
         """See :meth:`Store.update_queue`."""

@@ -24,6 +24,22 @@ class QueueExists(AlkstoreError):
         self.name = name
 
 
+class QueueOptionsDiffer(QueueExists):
+    """``create_queue(..., exist_ok=True)`` found the queue with other options.
+
+    :attr:`differences` maps each option that differs to ``(existing, requested)``.
+    """
+
+    def __init__(self, name: str, differences: dict[str, tuple[object, object]]) -> None:
+        detail = "; ".join(
+            f"{field}: existing {old!r}, requested {new!r}"
+            for field, (old, new) in differences.items()
+        )
+        AlkstoreError.__init__(self, f"queue {name!r} already exists with other options: {detail}")
+        self.name = name
+        self.differences = differences
+
+
 class JobConflict(AlkstoreError):
     """A job with that id already exists in the queue."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from alkstore import InvalidOptions, QueueExists, QueueInUse, QueueNotFound
+from alkstore import InvalidOptions, QueueExists, QueueInUse, QueueNotFound, QueueOptionsDiffer
 from alkstore.core.options import Policy
 
 
@@ -56,6 +56,37 @@ def test_duplicate_queue_raises_queue_exists(alkstore_store):
     with pytest.raises(QueueExists):
         alkstore_store.create_queue("q", retry_limit=9)
     assert alkstore_store.get_queue("q").options.retry_limit == 2
+
+
+def test_create_queue_exist_ok_creates_then_accepts_the_same_queue(alkstore_store):
+    alkstore_store.create_queue("q", exist_ok=True, retry_limit=3, retry_backoff=True)
+    created = alkstore_store.get_queue("q")
+    assert created.options.retry_limit == 3 and created.options.retry_backoff is True
+    job_id = alkstore_store.send("q", 1)
+    alkstore_store.create_queue("q", exist_ok=True, retry_limit=3, retry_backoff=True)
+    assert alkstore_store.get_queue("q") == created
+    assert [j.id for j in alkstore_store.fetch("q")] == [job_id]
+
+
+def test_create_queue_exist_ok_names_the_options_that_differ(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=3, retry_backoff=True)
+    with pytest.raises(QueueOptionsDiffer) as err:
+        alkstore_store.create_queue("q", exist_ok=True, retry_limit=5)
+    assert isinstance(err.value, QueueExists)
+    assert err.value.differences == {"retry_limit": (3, 5), "retry_backoff": (True, False)}
+    assert "retry_limit: existing 3, requested 5" in str(err.value)
+    assert "retry_backoff: existing True, requested False" in str(err.value)
+    assert alkstore_store.get_queue("q").options.retry_limit == 3
+
+
+def test_create_queue_exist_ok_still_refuses_bad_options(alkstore_store):
+    alkstore_store.create_queue("q")
+    with pytest.raises(InvalidOptions) as err:
+        alkstore_store.create_queue("q", exist_ok=True, retry_limit=-1)
+    assert err.value.field == "retry_limit"
+    with pytest.raises(InvalidOptions) as err:
+        alkstore_store.create_queue("q", exist_ok=True, retires=3)
+    assert "retires" in str(err.value)
 
 
 def test_dead_letter_must_exist(alkstore_store):
