@@ -18,6 +18,7 @@ from .core.errors import (
     UnsupportedByDriver,
     UnsupportedByEngine,
 )
+from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import JobOptions, Policy, QueueOptions
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
@@ -27,12 +28,14 @@ __all__ = [
     "AlkstoreError",
     "AsyncConnector",
     "AsyncStore",
+    "ConnectKwargs",
     "DriverUnavailable",
     "Handoff",
     "InvalidOptions",
     "Job",
     "JobConflict",
     "JobOptions",
+    "JobOptionsKwargs",
     "JobState",
     "ListenerClosed",
     "MaintenanceReport",
@@ -43,6 +46,7 @@ __all__ = [
     "QueueNotFound",
     "QueueOptions",
     "QueueOptionsDiffer",
+    "QueueOptionsKwargs",
     "QueueStats",
     "SchemaVersionError",
     "Store",

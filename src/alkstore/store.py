@@ -10,13 +10,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 import attrs
 
 from .core.contracts import Engine
 from .core.description import ServerInfo
 from .core.errors import QueueExists
+from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
 from .core.validation import int_at_least, schema_name
@@ -77,7 +78,9 @@ class Store:
         return result
 
     # queues
-    def create_queue(self, name: str, *, exist_ok: bool = False, **options: Any) -> None:
+    def create_queue(
+        self, name: str, *, exist_ok: bool = False, **options: Unpack[QueueOptionsKwargs]
+    ) -> None:
         """Create a queue. Options: see :class:`~alkstore.core.options.QueueOptions`.
 
         A queue of that name raises :class:`~alkstore.QueueExists`; with ``exist_ok=True`` one
@@ -94,7 +97,7 @@ class Store:
             if not exist_ok or not self._ops.queue_matches(name, options, self.get_queue(name)):
                 raise
 
-    def update_queue(self, name: str, **changes: Any) -> Queue:
+    def update_queue(self, name: str, **changes: Unpack[QueueOptionsKwargs]) -> Queue:
         """Change a queue's settings (not ``policy`` or ``partition``); returns the queue."""
         result: Queue = self._run(self._ops.update_queue(name, changes))
         return result
@@ -119,7 +122,7 @@ class Store:
         return result
 
     # jobs
-    def send(self, queue: str, data: Any = None, **options: Any) -> uuid.UUID:
+    def send(self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]) -> uuid.UUID:
         """Send one job; returns its id. Options: see :class:`~alkstore.core.options.JobOptions`."""
         result: uuid.UUID = self._run(self._ops.send(queue, data, options))
         return result
@@ -234,7 +237,9 @@ class AsyncStore:
         result: int | None = await self._run(self.engine.schema_version())
         return result
 
-    async def create_queue(self, name: str, *, exist_ok: bool = False, **options: Any) -> None:
+    async def create_queue(
+        self, name: str, *, exist_ok: bool = False, **options: Unpack[QueueOptionsKwargs]
+    ) -> None:
         """See :meth:`Store.create_queue`."""
         if exist_ok and self._ops.queue_matches(name, options, await self.get_queue(name)):
             return
@@ -246,7 +251,7 @@ class AsyncStore:
             ):
                 raise
 
-    async def update_queue(self, name: str, **changes: Any) -> Queue:
+    async def update_queue(self, name: str, **changes: Unpack[QueueOptionsKwargs]) -> Queue:
         """See :meth:`Store.update_queue`."""
         result: Queue = await self._run(self._ops.update_queue(name, changes))
         return result
@@ -270,7 +275,9 @@ class AsyncStore:
         result: QueueStats = await self._run(self._ops.queue_stats(name))
         return result
 
-    async def send(self, queue: str, data: Any = None, **options: Any) -> uuid.UUID:
+    async def send(
+        self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]
+    ) -> uuid.UUID:
         """See :meth:`Store.send`."""
         result: uuid.UUID = await self._run(self._ops.send(queue, data, options))
         return result
@@ -383,7 +390,7 @@ def _guard_profile(engine: Engine) -> Any:
     return PROFILES[str(engine.description.emulation_profile)]
 
 
-def connect(dsn: Any, **options: Any) -> Store:
+def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
     ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
@@ -488,7 +495,7 @@ class AsyncConnector:
             await self._store.close()
 
 
-def connect_async(dsn: Any, **options: Any) -> AsyncConnector:
+def connect_async(dsn: Any, **options: Unpack[ConnectKwargs]) -> AsyncConnector:
     """Open an :class:`AsyncStore` (``driver``: ``psycopg`` or ``asyncpg``); see :func:`connect`.
 
     ``store = await connect_async(...)`` or ``async with connect_async(...) as store:``.
