@@ -70,6 +70,8 @@ class Backend:
     emulate: bool = False
     stop: Callable[[], None] = lambda: None
     """Stops what :meth:`start` started (a throwaway cluster or a PGlite bridge)."""
+    options: dict[str, Any] = attrs.field(factory=dict)
+    """More ``connect`` options for every store of the run (``pooler``)."""
 
     @classmethod
     def start(cls, dsn: str | None, engine: str, *, emulate: bool = False) -> Backend:
@@ -131,6 +133,7 @@ class StoreHandle:
                         driver=driver.removesuffix("-async"),
                         schema=schema,
                         emulate=backend.emulate,
+                        **backend.options,
                     )
                 )
             )
@@ -141,6 +144,7 @@ class StoreHandle:
                 driver=driver,
                 schema=schema,
                 emulate=backend.emulate,
+                **backend.options,
             )
 
     @property
