@@ -104,6 +104,19 @@ def register(subparsers: Any) -> None:
         help="run a distributed engine on stock PostgreSQL behind its emulation guard",
     )
     parser.add_argument(
+        "--pg-version",
+        type=int,
+        metavar="MAJOR",
+        help="PostgreSQL major version of the throwaway cluster, 14 to 18 (default: the "
+        "system's; others are installed into ~/.cache/alkstore once)",
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="go through PgBouncer in transaction pooling mode: one is started in front of "
+        "the throwaway cluster, or --dsn names one; stores connect with pooler='pgbouncer'",
+    )
+    parser.add_argument(
         "--json", metavar="FILE", type=Path, help="also write the matrix to FILE as JSON"
     )
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="select tests as pytest -k does")
@@ -185,6 +198,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         parse_drivers(args.driver)
     except ValueError as exc:
         return f"--driver: {exc}"
+    if args.pg_version is not None and args.dsn:
+        return "--pg-version picks the throwaway cluster's version: not with --dsn"
     engines = _engines()
     if args.engine == AUTO:
         if args.emulate:
@@ -218,6 +233,10 @@ def pytest_command(
     command += ["--alkstore-engine", args.engine, "--alkstore-driver", args.driver]
     if args.emulate:
         command.append("--alkstore-emulate")
+    if args.pg_version is not None:
+        command += ["--alkstore-pg-version", str(args.pg_version)]
+    if args.pgbouncer:
+        command.append("--alkstore-pgbouncer")
     command += [OUT_OPTION, str(out), "--continue-on-collection-errors"]
     command += ["-o", "xfail_strict=true", "--tb=short"]
     if importlib.util.find_spec("pytest_timeout") is not None:
@@ -343,8 +362,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 def _title(args: argparse.Namespace) -> str:
     mode = " (emulated)" if args.emulate else ""
-    where = redact(args.dsn) if args.dsn else "a throwaway PostgreSQL"
-    return f"alkstore conformance: engine {args.engine}{mode} on {where}"
+    version = f" {args.pg_version}" if args.pg_version is not None else ""
+    where = redact(args.dsn) if args.dsn else f"a throwaway PostgreSQL{version}"
+    pooler = " through PgBouncer (transaction pooling)" if args.pgbouncer else ""
+    return f"alkstore conformance: engine {args.engine}{mode} on {where}{pooler}"
 
 
 def report_json(args: argparse.Namespace, matrix: Matrix, run: SuiteRun, status: int) -> Any:
@@ -354,6 +375,8 @@ def report_json(args: argparse.Namespace, matrix: Matrix, run: SuiteRun, status:
         "emulate": bool(args.emulate),
         "drivers": parse_drivers(args.driver),
         "dsn": redact(args.dsn) if args.dsn else None,
+        "pg_version": args.pg_version,
+        "pgbouncer": bool(args.pgbouncer),
         "keyword": args.keyword,
         "exit_status": status,
         "pytest_exit_status": run.status,

@@ -114,7 +114,7 @@ def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
         try:
             server = start_throwaway(major, pgbouncer=pgbouncer)
         except (ServerUnavailable, PgBouncerUnavailable) as exc:
-            pytest.skip(f"{_server_label(config)} unavailable: {exc}")
+            pytest.skip(f"server unavailable: {exc}")
         backend = Backend(server.dsn, engine, emulate, server.stop, options)
     try:
         yield backend
