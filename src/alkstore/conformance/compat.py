@@ -68,6 +68,12 @@ class TargetResult:
             "skip_reason": self.skip_reason,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TargetResult:
+        """The inverse of :meth:`to_json`."""
+        drivers = {name: Counts(**counts) for name, counts in data["drivers"].items()}
+        return cls(data["target"], data["version"], data["pgbouncer"], drivers, data["skip_reason"])
+
 
 def _versions(target: str) -> tuple[str | None, str | None]:
     """The server version and (for a PgBouncer target) PgBouncer's version installed here."""
@@ -143,6 +149,12 @@ def markdown(results: Sequence[TargetResult]) -> str:
         if result.skip_reason:
             lines.append(f"\n{result.label}: every test skipped: {result.skip_reason}")
     return "\n".join(lines)
+
+
+def read_json(path: Path) -> list[TargetResult]:
+    """The results a ``--json`` file holds."""
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return [TargetResult.from_json(run) for run in document["runs"]]
 
 
 def replace_section(text: str, table: str) -> str:
