@@ -43,8 +43,13 @@ case "${1:-}" in
     "$VENV/bin/ruff" check .
     "$VENV/bin/ruff" format --check .
     "$VENV/bin/mypy"
+    # Each run of the conformance suite records its outcomes for the compatibility matrix.
+    runs=$(mktemp -d)
+    trap 'rm -rf "$runs"' EXIT
+    record() { echo -p alkstore.conformance.matrix --alkstore-matrix-out "$runs/$1.jsonl"; }
     # alkstore's own tests and the conformance suite on PostgreSQL x every driver.
-    pytest_step -q "$@"
+    # shellcheck disable=SC2046
+    pytest_step -q $(record 15) "$@"
     # The distributed engines on stock PostgreSQL behind their emulation guards.
     for engine in cockroachdb yugabytedb citus-distributed; do
       pytest_step -q --alkstore-engine "$engine" --alkstore-emulate \
@@ -53,6 +58,27 @@ case "${1:-}" in
     # The embedded engine (PGlite through its Node.js bridge) x every sync/async driver.
     pytest_step -q --alkstore-engine pglite --alkstore-driver psycopg,asyncpg,pg8000 \
       --pyargs alkstore.conformance.suite "$@"
+    # The other PostgreSQL versions (server binaries installed into the cache on first use;
+    # a version that cannot be had is skipped with the reason), then PostgreSQL 15 behind
+    # PgBouncer in transaction pooling mode (apt-get installs it when missing, as root).
+    status=0
+    for target in 14 16 17 18 15-pgbouncer; do
+      version=${target%-pgbouncer}
+      bouncer=()
+      [ "$target" != "$version" ] && bouncer=(--alkstore-pgbouncer)
+      echo "== conformance on PostgreSQL $version${bouncer:+ behind PgBouncer} (psycopg, asyncpg)"
+      # shellcheck disable=SC2046
+      pytest_step -q $(record "$target") --alkstore-pg-version "$version" "${bouncer[@]}" \
+        --alkstore-driver psycopg,asyncpg --pyargs alkstore.conformance.suite "$@" || status=1
+    done
+    # The matrix of these runs; a full run (no pytest options) also writes it into the docs.
+    if [ "$#" -eq 0 ]; then
+      "$PY" -m alkstore.conformance.compat "$runs" \
+        --json docs/compat-matrix.json --markdown docs/engines.md
+    else
+      "$PY" -m alkstore.conformance.compat "$runs"
+    fi
+    exit "$status"
     ;;
   *)
     echo "usage: ./run.sh demo [demo options] | ./run.sh test [pytest options]" >&2

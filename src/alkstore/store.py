@@ -16,7 +16,7 @@ import attrs
 
 from .core.contracts import Engine
 from .core.description import ServerInfo
-from .core.errors import QueueExists
+from .core.errors import InvalidOptions, QueueExists
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike
@@ -343,6 +343,15 @@ class AsyncStore:
         return self._ops.report(counts)
 
 
+POOLERS = ("pgbouncer",)
+"""Values of the ``pooler`` connect option."""
+
+
+def _pooler(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and value not in POOLERS:
+        raise InvalidOptions(attribute.name, value, f"must be None or one of {POOLERS}")
+
+
 @attrs.frozen(kw_only=True)
 class ConnectOptions:
     """The arguments of :func:`connect` / :func:`connect_async`, checked before any I/O."""
@@ -354,16 +363,20 @@ class ConnectOptions:
     migrate: bool = True
     emulate: bool = False
     engine_options: Mapping[str, Any] = attrs.field(factory=dict)
+    pooler: str | None = attrs.field(default=None, validator=_pooler)
 
     def settings(self, target: Target) -> DriverSettings:
-        """Driver settings: one connection, no prepared statements, on single-session engines."""
+        """Driver settings: one connection, no prepared statements, on single-session engines;
+        behind a transaction pooler no prepared statements and no session setup either
+        (docs/engines.md, "PostgreSQL versions and PgBouncer")."""
         name = "postgres" if target.requested == AUTO else target.requested
         engine = engine_class(name)
         single = engine.description.capabilities.single_connection
+        pooled = self.pooler is not None
         return DriverSettings(
             pool_size=1 if single else self.pool_size,
-            prepared_statements=not single,
-            session_setup=engine.session_setup,
+            prepared_statements=not (single or pooled),
+            session_setup=() if pooled else engine.session_setup,
         )
 
     def engine_for(self, target: Target, detected: ServerInfo | None) -> Engine:
@@ -406,7 +419,10 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     - ``emulate``: run a distributed engine on stock PostgreSQL behind a guard that rejects
       what its real server would;
     - ``migrate``: install or upgrade the schema now (default); either way a database newer
-      than this library is refused with :class:`SchemaVersionError`.
+      than this library is refused with :class:`SchemaVersionError`;
+    - ``pooler``: ``"pgbouncer"`` when ``dsn`` is a pooler in transaction pooling mode
+      (PgBouncer's ``pool_mode = transaction``): no prepared statements and no per-session
+      settings, which would not follow the store from one transaction to the next.
     """
     opts = ConnectOptions(**options)
     target = resolve_target(dsn, opts.engine)

@@ -76,6 +76,8 @@ class Options:
     progress: bool = True
     emulate: bool = False
     """Run the engine behind its emulation guard on stock PostgreSQL (``--emulate``)."""
+    pg_version: int | None = None
+    """Major version of the throwaway server (``--pg-version``; None: the system's)."""
 
 
 def run(
@@ -86,7 +88,7 @@ def run(
 ) -> dict[str, Any]:
     """Run one command end to end; returns the JSON document it wrote."""
     started = dt.datetime.now(dt.UTC)
-    with bench_server(options.dsn, options.server_settings) as server:
+    with bench_server(options.dsn, options.server_settings, options.pg_version) as server:
         label = server.durability.label
         if not server.durability.durable:
             err.print(

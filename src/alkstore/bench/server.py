@@ -16,6 +16,7 @@ import attrs
 import psycopg
 
 from ..conformance.cluster import TempCluster
+from ..conformance.servers import server_bindir
 from ..engines.postgres.identifiers import quote_schema
 
 DURABLE_SETTINGS: dict[str, str] = {
@@ -81,15 +82,22 @@ def read_durability(dsn: str) -> Durability:
 
 
 @contextlib.contextmanager
-def bench_server(dsn: str | None, settings: Mapping[str, str] | None = None) -> Iterator[Server]:
+def bench_server(
+    dsn: str | None, settings: Mapping[str, str] | None = None, pg_version: int | None = None
+) -> Iterator[Server]:
     """The server at ``dsn``, or a throwaway durable cluster (stopped on exit).
 
-    ``settings`` are extra server settings for a throwaway cluster (ignored with ``dsn``).
+    ``settings`` are extra server settings for a throwaway cluster, ``pg_version`` its major
+    version (None: the system's; else installed into the cache when missing, see
+    :mod:`alkstore.conformance.servers`); a version is refused with ``dsn``.
     """
+    if dsn is not None and pg_version is not None:
+        raise ValueError("a PostgreSQL version is for the throwaway server: not with a DSN")
     if dsn is not None:
         yield Server(dsn, temporary=False, durability=read_durability(dsn))
         return
     cluster = TempCluster(
+        bindir=None if pg_version is None else server_bindir(pg_version),
         max_connections=BENCH_MAX_CONNECTIONS,
         settings={**DURABLE_SETTINGS, **(settings or {})},
     )

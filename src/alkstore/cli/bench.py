@@ -70,6 +70,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="extra setting of the throwaway server (repeatable)",
     )
     parser.add_argument(
+        "--pg-version",
+        type=int,
+        metavar="MAJOR",
+        help="PostgreSQL major version of the throwaway server, 14 to 18 (default: the "
+        "system's; others are installed into ~/.cache/alkstore once)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT,
@@ -204,6 +211,9 @@ def register(subparsers: Any) -> None:
 
 
 def _options(args: argparse.Namespace) -> commands.Options:
+    if args.dsn and args.pg_version is not None:
+        err.print("[red]--pg-version picks the throwaway server's version: not with --dsn[/red]")
+        raise SystemExit(2)
     return commands.Options(
         dsn=args.dsn,
         json_path=args.json,
@@ -212,6 +222,7 @@ def _options(args: argparse.Namespace) -> commands.Options:
         timeout=args.timeout,
         progress=not args.no_progress,
         emulate=getattr(args, "emulate", False),
+        pg_version=args.pg_version,
     )
 
 

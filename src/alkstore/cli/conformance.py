@@ -108,6 +108,19 @@ def register(subparsers: Any) -> None:
         help="run a distributed engine on stock PostgreSQL behind its emulation guard",
     )
     parser.add_argument(
+        "--pg-version",
+        type=int,
+        metavar="MAJOR",
+        help="PostgreSQL major version of the throwaway cluster, 14 to 18 (default: the "
+        "system's; others are installed into ~/.cache/alkstore once)",
+    )
+    parser.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="go through PgBouncer in transaction pooling mode: one is started in front of "
+        "the throwaway cluster, or --dsn names one; stores connect with pooler='pgbouncer'",
+    )
+    parser.add_argument(
         "--json", metavar="FILE", type=Path, help="also write the matrix to FILE as JSON"
     )
     parser.add_argument("-k", dest="keyword", metavar="EXPR", help="select tests as pytest -k does")
@@ -198,6 +211,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     asked = [name for name in drivers if name in missing]
     if asked:
         return "--driver: not installed: " + "; ".join(f"{n} ({missing[n]})" for n in asked)
+    if args.pg_version is not None and args.dsn:
+        return "--pg-version picks the throwaway cluster's version: not with --dsn"
     engines = _engines()
     if args.engine == AUTO:
         if args.emulate:
@@ -232,6 +247,10 @@ def pytest_command(
     command += ["--alkstore-engine", args.engine, "--alkstore-driver", drivers]
     if args.emulate:
         command.append("--alkstore-emulate")
+    if args.pg_version is not None:
+        command += ["--alkstore-pg-version", str(args.pg_version)]
+    if args.pgbouncer:
+        command.append("--alkstore-pgbouncer")
     command += [OUT_OPTION, str(out), "--continue-on-collection-errors"]
     command += ["-o", "xfail_strict=true", "--tb=short"]
     if importlib.util.find_spec("pytest_timeout") is not None:
@@ -357,8 +376,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 def _title(args: argparse.Namespace) -> str:
     mode = " (emulated)" if args.emulate else ""
-    where = redact(args.dsn) if args.dsn else "a throwaway PostgreSQL"
-    return f"alkstore conformance: engine {args.engine}{mode} on {where}"
+    version = f" {args.pg_version}" if args.pg_version is not None else ""
+    where = redact(args.dsn) if args.dsn else f"a throwaway PostgreSQL{version}"
+    pooler = " through PgBouncer (transaction pooling)" if args.pgbouncer else ""
+    return f"alkstore conformance: engine {args.engine}{mode} on {where}{pooler}"
 
 
 def _drivers_not_installed(args: argparse.Namespace) -> dict[str, str]:
@@ -374,6 +395,8 @@ def report_json(args: argparse.Namespace, matrix: Matrix, run: SuiteRun, status:
         "drivers": parse_drivers(args.driver),
         "drivers_not_installed": _drivers_not_installed(args),
         "dsn": redact(args.dsn) if args.dsn else None,
+        "pg_version": args.pg_version,
+        "pgbouncer": bool(args.pgbouncer),
         "keyword": args.keyword,
         "exit_status": status,
         "pytest_exit_status": run.status,

@@ -72,6 +72,8 @@ class Backend:
     emulate: bool = False
     stop: Callable[[], None] = lambda: None
     """Stops what :meth:`start` started (a throwaway cluster or a PGlite bridge)."""
+    options: dict[str, Any] = attrs.field(factory=dict)
+    """More ``connect`` options for every store of the run (``pooler``)."""
 
     @classmethod
     def start(cls, dsn: str | None, engine: str, *, emulate: bool = False) -> Backend:
@@ -134,6 +136,7 @@ class StoreHandle:
                         driver=spec.name,
                         schema=schema,
                         emulate=backend.emulate,
+                        **backend.options,
                     )
                 )
             )
@@ -144,6 +147,7 @@ class StoreHandle:
                 driver=spec.name,
                 schema=schema,
                 emulate=backend.emulate,
+                **backend.options,
             )
 
     @property

@@ -14,6 +14,13 @@ Options (also settable through ``ALKSTORE_DSN`` / ``ALKSTORE_ENGINE`` / ``ALKSTO
   driver registered under the ``alkstore.drivers`` entry points), a comma list of them, or
   ``all`` (the default: every driver whose client library is installed): every test runs
   once per driver.
+- ``--alkstore-pg-version N`` (``ALKSTORE_PG_VERSION``): the throwaway cluster runs
+  PostgreSQL ``N`` (14 to 18), installed into the cache first when the system lacks it (see
+  :mod:`.servers`). Where it cannot be had, every test is skipped with the reason.
+- ``--alkstore-pgbouncer`` (``ALKSTORE_PGBOUNCER=1``): stores connect with
+  ``pooler="pgbouncer"``; without ``--alkstore-dsn`` a PgBouncer in transaction pooling mode
+  is started in front of the throwaway cluster (with ``--alkstore-dsn``, that DSN is taken
+  to be such a PgBouncer).
 
 Each test gets a store on a fresh schema that is dropped afterwards. Tests declare what they
 need with ``@pytest.mark.requires("capability", ...)``; where the engine lacks it the test is
@@ -36,6 +43,8 @@ from .harness import (
     open_handle,
     skip_reason,
 )
+from .pgbouncer import PgBouncerUnavailable
+from .servers import ServerUnavailable, start_throwaway
 
 _backend_key = pytest.StashKey[Backend]()
 
@@ -50,6 +59,21 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=os.environ.get("ALKSTORE_EMULATE") == "1",
         help="run a distributed engine on stock PostgreSQL behind its emulation guard",
+    )
+    group.addoption(
+        "--alkstore-pg-version",
+        type=int,
+        default=int(os.environ["ALKSTORE_PG_VERSION"])
+        if os.environ.get("ALKSTORE_PG_VERSION")
+        else None,
+        help="major version of the throwaway PostgreSQL (installed into the cache if needed)",
+    )
+    group.addoption(
+        "--alkstore-pgbouncer",
+        action="store_true",
+        default=os.environ.get("ALKSTORE_PGBOUNCER") == "1",
+        help="connect through PgBouncer in transaction pooling mode (started in front of "
+        "the throwaway cluster unless --alkstore-dsn is given)",
     )
     group.addoption(
         "--alkstore-driver",
@@ -88,11 +112,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """The database under test: the given DSN, or a throwaway cluster started now."""
     config = request.config
-    backend = Backend.start(
-        dsn=config.getoption("--alkstore-dsn"),
-        engine=str(config.getoption("--alkstore-engine")),
-        emulate=bool(config.getoption("--alkstore-emulate")),
-    )
+    dsn = config.getoption("--alkstore-dsn")
+    engine = str(config.getoption("--alkstore-engine"))
+    emulate = bool(config.getoption("--alkstore-emulate"))
+    major = config.getoption("--alkstore-pg-version")
+    pgbouncer = bool(config.getoption("--alkstore-pgbouncer"))
+    options = {"pooler": "pgbouncer"} if pgbouncer else {}
+    if dsn or (major is None and not pgbouncer):
+        backend = Backend.start(dsn=dsn, engine=engine, emulate=emulate)
+        backend.options.update(options)
+    else:
+        try:
+            server = start_throwaway(major, pgbouncer=pgbouncer)
+        except (ServerUnavailable, PgBouncerUnavailable) as exc:
+            pytest.skip(f"server unavailable: {exc}")
+        backend = Backend(server.dsn, engine, emulate, server.stop, options)
     try:
         yield backend
     finally:
@@ -119,11 +153,17 @@ def alkstore_store(
         handle.close()
 
 
+def _server_label(config: pytest.Config) -> str:
+    major = config.getoption("--alkstore-pg-version")
+    label = "PostgreSQL" + (f" {major}" if major is not None else "")
+    return label + (" behind PgBouncer" if config.getoption("--alkstore-pgbouncer") else "")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """Say what the suite runs against."""
     dsn: Any = config.getoption("--alkstore-dsn") or "(throwaway cluster)"
     return [
         f"alkstore: engine={config.getoption('--alkstore-engine')} "
         f"emulate={config.getoption('--alkstore-emulate')} "
-        f"drivers={','.join(_drivers(config))} dsn={dsn}"
+        f"drivers={','.join(_drivers(config))} server={_server_label(config)} dsn={dsn}"
     ]

@@ -63,6 +63,7 @@ class ConnectKwargs(TypedDict, total=False):
     migrate: bool
     emulate: bool
     engine_options: Mapping[str, Any]
+    pooler: str | None
 
 
 __all__ = ["ConnectKwargs", "JobOptionsKwargs", "QueueOptionsKwargs"]
