@@ -24,6 +24,7 @@ EXPECTED_MODULES = {
     "plans",
     "records",
     "retry",
+    "schedules",
     "states",
     "targets",
     "validation",
