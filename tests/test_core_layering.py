@@ -19,6 +19,7 @@ EXPECTED_MODULES = {
     "__init__",
     "capabilities",
     "errors",
+    "identifiers",
     "ids",
     "options",
     "plans",

@@ -302,7 +302,8 @@ def test_values_round_trip(flavour: Flavour, _driver_dsn: str) -> None:
     doc = {"a": [1, 2.5, {"b": None}], "é": "ü ✓", "q": 'it\'s "quoted" 100%'}
     one, two = uuid.uuid4(), uuid.uuid4()
     when = dt.datetime(2024, 2, 29, 23, 59, 58, 123456, tzinfo=dt.timezone(dt.timedelta(hours=2)))
-    texts = ["a", "b c", 'q"x', "NULL", "", "{}", "x,y", "back\\slash", None, "ünï"]
+    texts = ["a", "b c", 'q"x', "NULL", "null", "Null", "\\N", " pad ", "", "{}", "x,y"]
+    texts += ["back\\slash", None, "ünï"]
 
     async def scenario() -> None:
         source = await flavour.open(_driver_dsn, pool_size=1)
@@ -943,10 +944,10 @@ def test_adopt_returns_none_for_foreign_objects(flavour: Flavour, _driver_dsn: s
 
 
 def test_driver_lookup() -> None:
-    from alkstore.drivers import ASYNC_DRIVERS, SYNC_DRIVERS
+    from alkstore.drivers import names
 
-    assert {sync_driver(name).name for name in SYNC_DRIVERS} == {"psycopg", "pg8000"}
-    assert {async_driver(name).name for name in ASYNC_DRIVERS} == {"psycopg", "asyncpg"}
+    assert {sync_driver(name).name for name in names(is_async=False)} == {"psycopg", "pg8000"}
+    assert {async_driver(name).name for name in names(is_async=True)} == {"psycopg", "asyncpg"}
 
 
 def test_parse_dsn() -> None:

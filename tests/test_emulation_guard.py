@@ -602,6 +602,9 @@ class FakeSession:
             raise
         self.log.append("<commit>")
 
+    def in_transaction(self) -> bool:
+        return False
+
 
 class FakeSource:
     """Hands out fake sessions that share one log."""

@@ -30,6 +30,7 @@ class Flaky:
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.calls = 0
+        self.callers_transaction = False
 
     def execute(self, statement: Statement) -> list[dict[str, Any]]:
         self.calls += 1
@@ -40,6 +41,9 @@ class Flaky:
     @contextlib.contextmanager
     def transaction(self, isolation: Any = None) -> Iterator[None]:
         yield
+
+    def in_transaction(self) -> bool:
+        return self.callers_transaction
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Flaky]:
@@ -88,3 +92,13 @@ def test_without_retry_serialization_the_first_failure_is_raised(pauses: list[fl
     with pytest.raises(SerializationFailure):
         runner.run_sync(flaky, flaky, plan)  # type: ignore[arg-type]
     assert pauses == []
+
+
+def test_in_the_callers_transaction_a_serialization_failure_is_raised_unchanged(
+    pauses: list[float],
+) -> None:
+    flaky = Flaky(failures=1)
+    flaky.callers_transaction = True
+    with pytest.raises(SerializationFailure):
+        runner.run_sync(flaky, flaky, _plan(on_contention=list))  # type: ignore[arg-type]
+    assert flaky.calls == 1 and pauses == []  # no retry, no contention result

@@ -6,12 +6,15 @@ fetch them, complete or fail them.
 
 from .core.errors import (
     AlkstoreError,
+    DriverUnavailable,
     InvalidOptions,
     JobConflict,
+    ListenerClosed,
     QueueExists,
     QueueInUse,
     QueueNotFound,
     SchemaVersionError,
+    UnsupportedByDriver,
     UnsupportedByEngine,
 )
 from .core.options import JobOptions, Policy, QueueOptions
@@ -23,12 +26,14 @@ __all__ = [
     "AlkstoreError",
     "AsyncConnector",
     "AsyncStore",
+    "DriverUnavailable",
     "Handoff",
     "InvalidOptions",
     "Job",
     "JobConflict",
     "JobOptions",
     "JobState",
+    "ListenerClosed",
     "MaintenanceReport",
     "Policy",
     "Queue",
@@ -39,6 +44,7 @@ __all__ = [
     "QueueStats",
     "SchemaVersionError",
     "Store",
+    "UnsupportedByDriver",
     "UnsupportedByEngine",
     "connect",
     "connect_async",

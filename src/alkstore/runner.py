@@ -4,6 +4,11 @@ A runner borrows a session, opens a transaction when the plan asks for one, driv
 generator (each yielded statement is executed and its rows sent back in), retries the whole
 plan on a serialization failure where the engine needs that, and turns driver errors into
 alkstore errors through the plan's error map.
+
+A serialization failure inside a transaction the caller owns (their connection, already in a
+transaction) is never retried: the failure aborted the caller's whole transaction, so only the
+caller can retry it, and it reaches them as the driver raised it (docs/drivers.md,
+"Serialization failures in your transaction").
 """
 
 from __future__ import annotations
@@ -35,7 +40,12 @@ T = TypeVar("T")
 
 
 def _translate(
-    plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, attempt: int
+    plan: Plan[T],
+    driver: SyncDriver | AsyncDriver,
+    exc: Exception,
+    attempt: int,
+    *,
+    callers_transaction: bool,
 ) -> float | None:
     """Seconds to pause before retrying; None when the plan's contention result stands;
     otherwise raise the error the caller should see."""
@@ -43,6 +53,8 @@ def _translate(
         raise exc
     info = driver.error_info(exc)
     if info is None:
+        raise exc
+    if info.sqlstate == SERIALIZATION_FAILURE and callers_transaction:
         raise exc
     if plan.retry_serialization and info.sqlstate == SERIALIZATION_FAILURE:
         if attempt < MAX_SERIALIZATION_RETRIES:
@@ -113,14 +125,16 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
     """Run ``plan`` on a session from ``source``."""
     attempt = 0
     while True:
+        callers = False
         try:
             with source.session() as session:
+                callers = session.in_transaction()
                 if not plan.transaction:
                     return _drive(session, driver, plan)
                 with session.transaction(plan.isolation):
                     return _drive(session, driver, plan)
         except Exception as exc:
-            pause = _translate(plan, driver, exc, attempt)
+            pause = _translate(plan, driver, exc, attempt, callers_transaction=callers)
         if pause is None:
             return _contention_result(plan)
         attempt += 1
@@ -131,14 +145,16 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
     """Run ``plan`` on a session from ``source``."""
     attempt = 0
     while True:
+        callers = False
         try:
             async with source.session() as session:
+                callers = session.in_transaction()
                 if not plan.transaction:
                     return await _drive_async(session, driver, plan)
                 async with session.transaction(plan.isolation):
                     return await _drive_async(session, driver, plan)
         except Exception as exc:
-            pause = _translate(plan, driver, exc, attempt)
+            pause = _translate(plan, driver, exc, attempt, callers_transaction=callers)
         if pause is None:
             return _contention_result(plan)
         attempt += 1

@@ -31,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import alkstore
 
-from ..conformance.harness import DRIVERS
+from ..conformance.harness import driver_variants
 from ..conformance.matrix import (
     OUT_OPTION,
     Matrix,
@@ -93,7 +93,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--driver",
         default="all",
-        help=f"{', '.join(DRIVERS)}, a comma list of them, or all (the default)",
+        help=f"{', '.join(driver_variants())}, a comma list of them, or all (the default)",
     )
     parser.add_argument(
         "--emulate",
@@ -118,13 +118,14 @@ def _engines() -> list[str]:
 
 def parse_drivers(text: str) -> list[str]:
     """The drivers ``--driver`` names: ``all``, one name, or a comma list."""
+    known = driver_variants()
     if text.strip() == "all":
-        return list(DRIVERS)
+        return known
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in DRIVERS]
+    unknown = [name for name in names if name not in known]
     if unknown or not names:
         wrong = ", ".join(unknown) or repr(text)
-        raise ValueError(f"unknown driver {wrong}; choose from {', '.join(DRIVERS)} or all")
+        raise ValueError(f"unknown driver {wrong}; choose from {', '.join(known)} or all")
     return names
 
 
@@ -146,15 +147,16 @@ def unreachable(dsn: str) -> str | None:
     """
     if urlsplit(dsn).scheme not in ("postgres", "postgresql"):
         return None
-    from ..drivers import SYNC_DRIVERS, sync_driver
+    from ..core.errors import DriverUnavailable
+    from ..drivers import names, sync_driver
     from ..drivers.base import DriverSettings
     from ..engines.detect import detect_plan
     from ..runner import run_sync
 
-    for name in SYNC_DRIVERS:
+    for name in names(is_async=False):
         try:
             driver = sync_driver(name)
-        except ImportError:
+        except DriverUnavailable:
             continue
         try:
             source = driver.open(dsn, DriverSettings(pool_size=1, connect_timeout=10))

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ..core.plans import Plan, Row, Statement, single
+from ..drivers import registry, variant
 from ..engines import engine_class
 from ..engines.pglite.bridge import start_bridge
 from ..engines.pglite.engine import data_dir_of
@@ -29,8 +30,12 @@ from .deviations import explain
 
 T = TypeVar("T")
 
-DRIVERS = ("psycopg", "psycopg-async", "asyncpg", "pg8000")
-"""Driver variants the suite can run: psycopg twice (sync and async faces)."""
+
+def driver_variants() -> list[str]:
+    """Driver variants the suite can run: every registered driver (psycopg twice, its sync
+    and async faces)."""
+    return list(registry())
+
 
 TIMESTAMP_COLUMNS = (
     "created_on",
@@ -117,7 +122,8 @@ class StoreHandle:
         self.backend = backend
         self.driver = driver
         self.schema = schema
-        self.is_async = driver.endswith("-async") or driver == "asyncpg"
+        spec = variant(driver)
+        self.is_async = spec.is_async
         self._loop: _LoopThread | None = None
         self._store: Store | AsyncStore
         if self.is_async:
@@ -127,7 +133,7 @@ class StoreHandle:
                     connect_async(
                         backend.dsn,
                         engine=backend.engine_name,
-                        driver=driver.removesuffix("-async"),
+                        driver=spec.name,
                         schema=schema,
                         emulate=backend.emulate,
                     )
@@ -137,7 +143,7 @@ class StoreHandle:
             self._store = connect(
                 backend.dsn,
                 engine=backend.engine_name,
-                driver=driver,
+                driver=spec.name,
                 schema=schema,
                 emulate=backend.emulate,
             )

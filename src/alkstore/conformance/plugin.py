@@ -5,8 +5,9 @@ Options (also settable through ``ALKSTORE_DSN`` / ``ALKSTORE_ENGINE`` / ``ALKSTO
 - ``--alkstore-dsn``: the database to test; without it a throwaway PostgreSQL cluster is
   started for the run (and removed afterwards).
 - ``--alkstore-engine``: the engine name (default ``postgres``).
-- ``--alkstore-driver``: ``psycopg``, ``psycopg-async``, ``asyncpg``, ``pg8000``, a comma list
-  of them, or ``all`` (the default): every test runs once per driver.
+- ``--alkstore-driver``: ``psycopg``, ``psycopg-async``, ``asyncpg``, ``pg8000`` (or any
+  driver registered under the ``alkstore.drivers`` entry points), a comma list of them, or
+  ``all`` (the default): every test runs once per driver.
 
 Each test gets a store on a fresh schema that is dropped afterwards. Tests declare what they
 need with ``@pytest.mark.requires("capability", ...)``; where the engine lacks it the test is
@@ -22,9 +23,9 @@ from typing import Any
 import pytest
 
 from .harness import (
-    DRIVERS,
     Backend,
     StoreHandle,
+    driver_variants,
     open_handle,
     skip_reason,
 )
@@ -46,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--alkstore-driver",
         default=os.environ.get("ALKSTORE_DRIVER", "all"),
-        help=f"one of {', '.join(DRIVERS)}, a comma list, or all",
+        help=f"one of {', '.join(driver_variants())}, a comma list, or all",
     )
 
 
@@ -60,10 +61,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _drivers(config: pytest.Config) -> list[str]:
     raw = str(config.getoption("--alkstore-driver"))
-    names = list(DRIVERS) if raw == "all" else [n.strip() for n in raw.split(",") if n.strip()]
-    unknown = [n for n in names if n not in DRIVERS]
+    known = driver_variants()
+    names = known if raw == "all" else [n.strip() for n in raw.split(",") if n.strip()]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise pytest.UsageError(f"--alkstore-driver: unknown {unknown}; choose from {DRIVERS}")
+        raise pytest.UsageError(f"--alkstore-driver: unknown {unknown}; choose from {known}")
     return names
 
 

@@ -54,3 +54,26 @@ class SchemaVersionError(AlkstoreError):
 
 class QueueInUse(AlkstoreError):
     """The queue cannot be deleted while another queue names it as its dead-letter queue."""
+
+
+class DriverUnavailable(AlkstoreError, ImportError):
+    """A driver's client library is not installed. Names the extra that brings it."""
+
+    def __init__(self, driver: str, install: str) -> None:
+        super().__init__(f"driver {driver!r} needs its client library: {install}")
+        self.driver = driver
+        self.install = install
+
+
+class UnsupportedByDriver(AlkstoreError):
+    """The chosen driver cannot do what the call needs (its client library lacks it)."""
+
+    def __init__(self, driver: str, what: str, instead: str = "") -> None:
+        hint = f"; {instead}" if instead else ""
+        super().__init__(f"driver {driver!r} cannot {what}{hint}")
+        self.driver = driver
+        self.what = what
+
+
+class ListenerClosed(AlkstoreError, ConnectionError):
+    """A LISTEN/NOTIFY listener's connection is closed or was lost; open a new listener."""

@@ -21,9 +21,11 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import asyncpg
 from asyncpg.pool import Pool
 
+from ..core.errors import ListenerClosed
+from ..core.identifiers import quote_ident
 from ..core.plans import Isolation, Row, Statement
-from .base import AsyncSession, AsyncSource, DriverSettings, ErrorInfo
-from .common import transaction_sql
+from .base import AsyncListener, AsyncSession, AsyncSource, DriverSettings, ErrorInfo, Notification
+from .common import transaction_sql, wait_timeout
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -48,6 +50,10 @@ class AsyncpgSession:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         records = await self.connection.fetch(statement.sql, *statement.params)
         return [dict(record.items()) for record in records]
+
+    def in_transaction(self) -> bool:
+        """A transaction is open on the connection (asyncpg has no implicit ones)."""
+        return self.connection.is_in_transaction()
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
@@ -137,6 +143,80 @@ async def _close_pool(pool: Pool[asyncpg.Record]) -> None:
         pool.terminate()
 
 
+_LOST = None
+"""What the termination callback queues: the connection is gone."""
+
+
+class AsyncpgListener:
+    """An :class:`~alkstore.drivers.base.AsyncListener` on an asyncpg connection of its own.
+
+    asyncpg delivers notifications to a callback (``add_listener``), which queues them; a
+    termination callback queues a marker, so a lost connection ends a ``wait`` at once.
+    """
+
+    def __init__(self, conn: asyncpg.Connection[Any]) -> None:
+        self._conn = conn
+        self._queue: asyncio.Queue[Notification | None] = asyncio.Queue()
+        self._gone: str | None = None
+        """Why waits now fail: closed, or the connection was lost."""
+        conn.add_termination_listener(self._terminated)
+
+    def _notified(self, _conn: object, _pid: int, channel: str, payload: object) -> None:
+        self._queue.put_nowait(Notification(channel, str(payload)))
+
+    def _terminated(self, _conn: object) -> None:
+        self._queue.put_nowait(_LOST)
+
+    async def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel`` (validated here; asyncpg quotes it)."""
+        quote_ident(channel, "channel")
+        self._check()
+        try:
+            await self._conn.add_listener(channel, self._notified)
+        except (asyncpg.InterfaceError, OSError) as exc:
+            if self._conn.is_closed():
+                raise ListenerClosed(f"the listener's connection was lost: {exc}") from exc
+            raise
+
+    async def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds."""
+        seconds = wait_timeout(timeout)
+        self._check()
+        items: list[Notification | None] = []
+        if self._queue.empty():
+            try:
+                items.append(await asyncio.wait_for(self._queue.get(), seconds))
+            except TimeoutError:
+                return []
+        while not self._queue.empty():
+            items.append(self._queue.get_nowait())
+        received: list[Notification] = []
+        for item in items:
+            if item is _LOST:
+                self._gone = self._gone or "the listener's connection was lost"
+            else:
+                received.append(item)
+        if not received:
+            self._check()
+        return received  # a loss behind these notifications is raised by the next wait
+
+    async def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        self._gone = "the listener is closed"
+        if self._conn.is_closed():
+            return
+        try:
+            await self._conn.close(timeout=CLOSE_TIMEOUT)
+        except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            self._conn.terminate()
+
+    def _check(self) -> None:
+        if self._gone is None and self._conn.is_closed():
+            self._gone = "the listener's connection was lost"
+        if self._gone is not None:
+            raise ListenerClosed(self._gone)
+
+
 class AsyncpgDriver:
     """The asyncpg driver."""
 
@@ -187,8 +267,17 @@ class AsyncpgDriver:
             return None
         return ErrorInfo(exc.sqlstate, exc.constraint_name)
 
+    async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
+        """A listener on a new connection to ``dsn`` (not from a pool)."""
+        conn: asyncpg.Connection[Any] = await asyncpg.connect(
+            dsn,
+            timeout=settings.connect_timeout,
+            server_settings={"application_name": settings.application_name},
+        )
+        return AsyncpgListener(conn)
+
 
 ASYNC = AsyncpgDriver()
 """The asyncpg driver."""
 
-__all__ = ["ASYNC", "CLOSE_TIMEOUT", "AsyncpgDriver", "AsyncpgSession"]
+__all__ = ["ASYNC", "CLOSE_TIMEOUT", "AsyncpgDriver", "AsyncpgListener", "AsyncpgSession"]

@@ -14,11 +14,13 @@ them out.
 
 from __future__ import annotations
 
+import importlib
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 import attrs
 
+from ..core.errors import DriverUnavailable
 from ..core.plans import Isolation, Row, Statement
 
 
@@ -57,6 +59,12 @@ class SyncSession(Protocol):
         """A transaction (a savepoint when the caller's connection already has one open)."""
         ...
 
+    def in_transaction(self) -> bool:
+        """Whether statements run now join a transaction the caller owns: one is open on the
+        connection, or (a connection not in autocommit mode) the next statement opens one that
+        only the caller ends. Asked before a plan starts: any open transaction is the caller's."""
+        ...
+
 
 class AsyncSession(Protocol):
     """One connection, used by one task at a time."""
@@ -67,6 +75,12 @@ class AsyncSession(Protocol):
 
     def transaction(self, isolation: Isolation | None = None) -> AbstractAsyncContextManager[None]:
         """A transaction (a savepoint when the caller's connection already has one open)."""
+        ...
+
+    def in_transaction(self) -> bool:
+        """Whether statements run now join a transaction the caller owns: one is open on the
+        connection, or (a connection not in autocommit mode) the next statement opens one that
+        only the caller ends. Asked before a plan starts: any open transaction is the caller's."""
         ...
 
 
@@ -94,6 +108,52 @@ class AsyncSource(Protocol):
         ...
 
 
+@attrs.frozen
+class Notification:
+    """One ``NOTIFY`` a listener received."""
+
+    channel: str
+    payload: str
+
+
+class SyncListener(Protocol):
+    """LISTEN/NOTIFY wake-ups on a dedicated autocommit connection (never a pooled one).
+
+    A lost connection makes :meth:`wait` raise :class:`~alkstore.ListenerClosed`: no
+    notification is lost silently, so the caller polls once and opens a new listener.
+    """
+
+    def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel`` (lowercase letters, digits, underscores; quoted)."""
+        ...
+
+    def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds; never
+        blocks longer. :class:`~alkstore.ListenerClosed` once closed or lost."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        ...
+
+
+class AsyncListener(Protocol):
+    """:class:`SyncListener`'s methods as coroutines."""
+
+    async def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel`` (lowercase letters, digits, underscores; quoted)."""
+        ...
+
+    async def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds; never
+        blocks longer. :class:`~alkstore.ListenerClosed` once closed or lost."""
+        ...
+
+    async def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        ...
+
+
 @runtime_checkable
 class SyncDriver(Protocol):
     """A sync client library."""
@@ -110,6 +170,11 @@ class SyncDriver(Protocol):
 
     def error_info(self, exc: BaseException) -> ErrorInfo | None:
         """SQLSTATE and constraint of a database error of this library, else None."""
+        ...
+
+    def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
+        """A listener on a connection of its own (:class:`~alkstore.UnsupportedByDriver` where
+        the library cannot wait for notifications)."""
         ...
 
 
@@ -131,14 +196,63 @@ class AsyncDriver(Protocol):
         """SQLSTATE and constraint of a database error of this library, else None."""
         ...
 
+    async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
+        """A listener on a connection of its own (:class:`~alkstore.UnsupportedByDriver` where
+        the library cannot wait for notifications)."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class DriverSpec:
+    """A driver as the registry knows it, before its client library is imported.
+
+    Registered under the ``alkstore.drivers`` entry-point group; the entry point's name is
+    the *variant* the conformance suite runs (``psycopg`` and ``psycopg-async`` are one
+    library's two faces), :attr:`name` what ``connect(driver=...)`` takes.
+    """
+
+    name: str
+    """The name :func:`~alkstore.connect` (sync) or :func:`~alkstore.connect_async` takes."""
+    is_async: bool
+    """An :class:`AsyncDriver` (for :class:`~alkstore.AsyncStore`), else a :class:`SyncDriver`."""
+    extra: str
+    """The pip extra of :attr:`distribution` that installs the client library."""
+    target: str
+    """``module:attribute`` of the driver object (importing it imports the client library)."""
+    distribution: str = "alkstore"
+    """The distribution that declares :attr:`extra`."""
+
+    @property
+    def install(self) -> str:
+        """The command that installs the client library."""
+        return f'pip install "{self.distribution}[{self.extra}]"'
+
+    def load(self) -> SyncDriver | AsyncDriver:
+        """The driver object; :class:`~alkstore.DriverUnavailable` when its library is missing."""
+        module, _, attr = self.target.partition(":")
+        try:
+            driver = getattr(importlib.import_module(module), attr)
+        except ImportError as exc:  # also psycopg's "no pq wrapper available" (no libpq)
+            if (exc.name or "").partition(".")[0] == "alkstore":
+                raise  # our own module is missing: a broken install, not a missing extra
+            raise DriverUnavailable(self.name, self.install) from exc
+        expected = AsyncDriver if self.is_async else SyncDriver
+        if not isinstance(driver, expected):
+            raise TypeError(f"{self.target} is not a {expected.__name__}")
+        return driver
+
 
 __all__ = [
     "AsyncDriver",
+    "AsyncListener",
     "AsyncSession",
     "AsyncSource",
     "DriverSettings",
+    "DriverSpec",
     "ErrorInfo",
+    "Notification",
     "SyncDriver",
+    "SyncListener",
     "SyncSession",
     "SyncSource",
 ]

@@ -12,10 +12,13 @@ own ``Connection.transaction()``, and takes only :func:`set_isolation_sql` from 
 from __future__ import annotations
 
 import getpass
+import math
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
 
+from ..core.errors import InvalidOptions
+from ..core.identifiers import quote_ident
 from ..core.plans import Isolation
 
 SAVEPOINT = "alkstore_savepoint"
@@ -76,6 +79,20 @@ def _isolation(isolation: Isolation | None) -> Isolation | None:
     return None if isolation is None else Isolation(isolation)
 
 
+def listen_sql(channel: str) -> str:
+    """``LISTEN "channel"``: the channel validated and quoted (identifiers are never bound)."""
+    return f"LISTEN {quote_ident(channel, 'channel')}"
+
+
+def wait_timeout(timeout: float) -> float:
+    """A listener's ``wait`` timeout, checked: seconds, finite and not negative."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+        raise InvalidOptions("timeout", timeout, "must be a number of seconds")
+    if not math.isfinite(timeout) or timeout < 0:
+        raise InvalidOptions("timeout", timeout, "must be finite and >= 0: every wait ends")
+    return float(timeout)
+
+
 @attrs.frozen(kw_only=True)
 class ConnectParams:
     """What a ``postgresql://`` URI names, as separate connection arguments."""
@@ -126,7 +143,9 @@ __all__ = [
     "SAVEPOINT",
     "ConnectParams",
     "TransactionSQL",
+    "listen_sql",
     "parse_dsn",
     "set_isolation_sql",
     "transaction_sql",
+    "wait_timeout",
 ]

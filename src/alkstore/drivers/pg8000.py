@@ -5,8 +5,9 @@ Statements run through ``execute_unnamed``, the method every pg8000 connection c
 ``pg8000.core.CoreConnection``: it sends the SQL unchanged, so PostgreSQL's own ``$1``
 placeholders work, repeated or not, and ``%`` is just a character. pg8000 sends every
 parameter as text of unspecified type; the SQL's casts give them their types. Lists go as
-array literals (``{…}``, elements quoted and escaped by pg8000), UUIDs and datetimes as their
-text forms. pg8000 never caches prepared statements on this path, so
+array literals (``{…}``) built here with every element double-quoted and escaped (pg8000's
+own leaves ``null`` in any case but ``NULL`` unquoted, which PostgreSQL reads as NULL), UUIDs
+and datetimes as their text forms. pg8000 never caches prepared statements on this path, so
 ``DriverSettings.prepared_statements`` changes nothing here.
 
 pg8000 has no pool, so connections opened from a DSN are pooled by :mod:`.pool`; it has no
@@ -24,12 +25,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import pg8000.converters
 import pg8000.core
 import pg8000.exceptions
 import pg8000.native
 
+from ..core.errors import UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
-from .base import DriverSettings, ErrorInfo, SyncSession, SyncSource
+from .base import DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
 from .common import parse_dsn, transaction_sql
 from .pool import SyncPool
 
@@ -51,6 +54,25 @@ def _reusable(conn: Connection) -> bool:
     return _is_open(conn) and not _in_transaction(conn)
 
 
+def _array_literal(values: list[Any]) -> str:
+    """``values`` as a PostgreSQL array literal in which no string can be taken for NULL:
+    every element is double-quoted (backslashes and quotes escaped), None alone is bare."""
+    parts = []
+    for value in values:
+        if value is None:
+            parts.append("NULL")
+        elif isinstance(value, list):
+            parts.append(_array_literal(value))
+        else:
+            text = pg8000.converters.make_param(pg8000.converters.PY_TYPES, value)
+            parts.append('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
+    return "{" + ",".join(parts) + "}"
+
+
+def _params(params: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(_array_literal(p) if isinstance(p, list) else p for p in params)
+
+
 class Pg8000Session:
     """A :class:`~alkstore.drivers.base.SyncSession` on one pg8000 connection."""
 
@@ -68,11 +90,16 @@ class Pg8000Session:
                 # A dbapi connection outside autocommit: begin as its own cursors would, so
                 # the statement joins the caller's (implicit) transaction instead of committing.
                 conn.execute_simple("BEGIN")
-            context = conn.execute_unnamed(statement.sql, statement.params)
+            context = conn.execute_unnamed(statement.sql, _params(statement.params))
         if context.rows is None:
             return []
         names = [column["name"] for column in context.columns]
         return [dict(zip(names, row, strict=True)) for row in context.rows]
+
+    def in_transaction(self) -> bool:
+        """A transaction is open, or a dbapi connection is not autocommit (the caller's)."""
+        conn = self.connection
+        return _in_transaction(conn) or getattr(conn, "autocommit", True) is False
 
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
@@ -209,6 +236,13 @@ class Pg8000Driver:
             return None
         fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         return ErrorInfo(fields.get("C"), fields.get("n"))
+
+    def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
+        """Refused: pg8000 reads notifications only while answering a query, so it cannot
+        wait for one."""
+        raise UnsupportedByDriver(
+            self.name, "wait for LISTEN/NOTIFY notifications", "use psycopg or asyncpg, or poll"
+        )
 
 
 SYNC = Pg8000Driver()

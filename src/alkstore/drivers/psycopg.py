@@ -30,9 +30,20 @@ from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.array import ListBinaryDumper
 
+from ..core.errors import ListenerClosed
 from ..core.plans import Isolation, Row, Statement
-from .base import AsyncSession, AsyncSource, DriverSettings, ErrorInfo, SyncSession, SyncSource
-from .common import set_isolation_sql
+from .base import (
+    AsyncListener,
+    AsyncSession,
+    AsyncSource,
+    DriverSettings,
+    ErrorInfo,
+    Notification,
+    SyncListener,
+    SyncSession,
+    SyncSource,
+)
+from .common import listen_sql, set_isolation_sql, wait_timeout
 from .pool import AsyncPool, SyncPool
 
 SyncConnection = psycopg.Connection[Any]
@@ -66,6 +77,10 @@ def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool
     return result is not None and result.status == ExecStatus.TUPLES_OK
 
 
+def _in_transaction(conn: SyncConnection | AsyncConnection) -> bool:
+    return not conn.autocommit or conn.info.transaction_status != TransactionStatus.IDLE
+
+
 def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
     """Open, not broken, and not left inside a transaction."""
     return (
@@ -96,6 +111,10 @@ class PsycopgSession:
             if not _has_rows(cur):
                 return []
             return cur.fetchall()
+
+    def in_transaction(self) -> bool:
+        """A transaction is open, or the connection is not autocommit (the caller's)."""
+        return _in_transaction(self.connection)
 
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
@@ -169,6 +188,35 @@ class _AdoptedPool:
         """Nothing to do: the pool is the caller's."""
 
 
+class PsycopgListener:
+    """A :class:`~alkstore.drivers.base.SyncListener` on a psycopg connection of its own.
+
+    ``Connection.notifies(timeout=..., stop_after=1)`` (psycopg ≥ 3.2) returns as soon as a
+    notification arrives, or at the deadline; those that arrived in between are kept by
+    psycopg and come back first.
+    """
+
+    def __init__(self, conn: SyncConnection) -> None:
+        self._conn = conn
+
+    def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel``."""
+        sql = listen_sql(channel)
+        with _lost(self._conn):
+            self._conn.execute(sql)
+
+    def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds."""
+        seconds = wait_timeout(timeout)
+        with _lost(self._conn):
+            notifies = self._conn.notifies(timeout=seconds, stop_after=1)
+            return [Notification(n.channel, n.payload) for n in notifies]
+
+    def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        self._conn.close()
+
+
 class PsycopgSyncDriver:
     """The psycopg 3 sync driver."""
 
@@ -207,6 +255,10 @@ class PsycopgSyncDriver:
         """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
         return _error_info(exc)
 
+    def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
+        """A listener on a new autocommit connection to ``dsn``."""
+        return PsycopgListener(psycopg.Connection.connect(dsn, **_connect_kwargs(settings)))
+
 
 # --- async --------------------------------------------------------------------------------
 
@@ -229,6 +281,10 @@ class AsyncPsycopgSession:
             if not _has_rows(cur):
                 return []
             return await cur.fetchall()
+
+    def in_transaction(self) -> bool:
+        """A transaction is open, or the connection is not autocommit (the caller's)."""
+        return _in_transaction(self.connection)
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
@@ -302,6 +358,31 @@ class _AsyncAdoptedPool:
         """Nothing to do: the pool is the caller's."""
 
 
+class AsyncPsycopgListener:
+    """An :class:`~alkstore.drivers.base.AsyncListener` on a psycopg connection of its own;
+    see :class:`PsycopgListener`."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self._conn = conn
+
+    async def listen(self, channel: str) -> None:
+        """``LISTEN`` on ``channel``."""
+        sql = listen_sql(channel)
+        with _lost(self._conn):
+            await self._conn.execute(sql)
+
+    async def wait(self, timeout: float) -> list[Notification]:
+        """Notifications as soon as one arrives, else ``[]`` after ``timeout`` seconds."""
+        seconds = wait_timeout(timeout)
+        with _lost(self._conn):
+            notifies = self._conn.notifies(timeout=seconds, stop_after=1)
+            return [Notification(n.channel, n.payload) async for n in notifies]
+
+    async def close(self) -> None:
+        """Close the connection (again: nothing happens)."""
+        await self._conn.close()
+
+
 class PsycopgAsyncDriver:
     """The psycopg 3 async driver."""
 
@@ -340,6 +421,11 @@ class PsycopgAsyncDriver:
         """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
         return _error_info(exc)
 
+    async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
+        """A listener on a new autocommit connection to ``dsn``."""
+        conn = await psycopg.AsyncConnection.connect(dsn, **_connect_kwargs(settings))
+        return AsyncPsycopgListener(conn)
+
 
 # --- shared -------------------------------------------------------------------------------
 
@@ -352,6 +438,19 @@ def _pool_class(name: str) -> type | None:
     cls = getattr(psycopg_pool, name)
     assert isinstance(cls, type)
     return cls
+
+
+@contextmanager
+def _lost(conn: SyncConnection | AsyncConnection) -> Iterator[None]:
+    """Raise :class:`ListenerClosed` on a closed connection, or one that broke in the block."""
+    if conn.closed:
+        raise ListenerClosed("the listener is closed")
+    try:
+        yield
+    except psycopg.Error as exc:
+        if conn.closed or conn.broken:
+            raise ListenerClosed(f"the listener's connection was lost: {exc}") from exc
+        raise
 
 
 def _error_info(exc: BaseException) -> ErrorInfo | None:
@@ -368,8 +467,10 @@ ASYNC = PsycopgAsyncDriver()
 __all__ = [
     "ASYNC",
     "SYNC",
+    "AsyncPsycopgListener",
     "AsyncPsycopgSession",
     "PsycopgAsyncDriver",
+    "PsycopgListener",
     "PsycopgSession",
     "PsycopgSyncDriver",
 ]

@@ -921,6 +921,10 @@ class GuardedSyncSession:
             self.inner.execute(extra)
         return self._state.rows(rows)
 
+    def in_transaction(self) -> bool:
+        """Whether the driver's session is inside the caller's transaction."""
+        return self.inner.in_transaction()
+
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
         """A transaction at the profile's isolation (the requested one only if it has none)."""
@@ -952,6 +956,10 @@ class GuardedAsyncSession:
         for extra in prelude.after:
             await self.inner.execute(extra)
         return self._state.rows(rows)
+
+    def in_transaction(self) -> bool:
+        """Whether the driver's session is inside the caller's transaction."""
+        return self.inner.in_transaction()
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:

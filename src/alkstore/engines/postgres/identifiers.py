@@ -7,18 +7,9 @@ validated against a strict pattern first and then double-quoted.
 from __future__ import annotations
 
 import hashlib
-import re
 
+from ...core.identifiers import quote_ident
 from ...core.validation import check_schema_name
-
-_TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-
-def quote_ident(name: str) -> str:
-    """``name`` double-quoted after validation (lowercase letters, digits, underscores)."""
-    if not _TABLE.fullmatch(name):
-        raise ValueError(f"not a safe SQL identifier: {name!r}")
-    return f'"{name}"'
 
 
 def quote_schema(schema: str) -> str:
@@ -29,3 +20,6 @@ def quote_schema(schema: str) -> str:
 def partition_table(queue: str) -> str:
     """The (unquoted) name of a queue's own partition: ``j`` + sha224 of the queue name."""
     return "j" + hashlib.sha224(queue.encode()).hexdigest()
+
+
+__all__ = ["partition_table", "quote_ident", "quote_schema"]
