@@ -124,11 +124,12 @@ def test_enqueue(_bench_dsn: str, tmp_path: Path) -> None:
 
 def test_latency(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(_bench_dsn, tmp_path, "latency --rate 40 --duration 0.5 --poll-interval 0.01")
-    (row,) = doc["results"]
-    assert row["received"] == row["sent"] == 20
-    assert row["p50_ms"] > 0
-    assert row["poll_interval_ms"] == 10
-    assert row["with_wakeups"].startswith("not available")
+    polled, worked = doc["results"]
+    assert (polled["consumer"], worked["consumer"]) == ("poll", "work()")
+    for row in (polled, worked):
+        assert row["received"] == row["sent"] == 20
+        assert row["p50_ms"] > 0
+    assert polled["poll_interval_ms"] == 10
 
 
 def test_scale(_bench_dsn: str, tmp_path: Path) -> None:

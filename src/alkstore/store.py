@@ -198,6 +198,9 @@ class Store:
         """
         return start(self, queue, handler, options)
 
+    _listen_at: tuple[str, DriverSettings] | None = None
+    """Where the worker runtime opens its LISTEN connection (None: a caller's connection)."""
+
     @functools.cached_property
     def _runtime(self) -> StoreRuntime:
         return StoreRuntime(self)
@@ -421,6 +424,9 @@ class AsyncStore:
         :class:`~alkstore.worker.AsyncJobContext`."""
         return await start_async(self, queue, handler, options)
 
+    _listen_at: tuple[str, DriverSettings] | None = None
+    """See :attr:`Store._listen_at`."""
+
     @functools.cached_property
     def _runtime(self) -> AsyncStoreRuntime:
         return AsyncStoreRuntime(self)
@@ -580,6 +586,8 @@ def connect(dsn: Any, **options: Any) -> Store:
         target.close()
         raise
     store = Store(chosen, drv, source, on_close=target.close)
+    if target.dsn is not None:
+        store._listen_at = (target.dsn, opts.settings(target))
     try:
         store.migrate() if opts.migrate else store._run(chosen.check_version())
     except BaseException:
@@ -613,6 +621,8 @@ async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
         target.close()
         raise
     store = AsyncStore(chosen, drv, source, on_close=target.close)
+    if target.dsn is not None:
+        store._listen_at = (target.dsn, opts.settings(target))
     try:
         await (store.migrate() if opts.migrate else store._run(chosen.check_version()))
     except BaseException:

@@ -18,7 +18,9 @@ class WorkerEvent:
     Kinds: ``handler_failed`` (a job failed with the handler's exception), ``settle_error`` /
     ``fetch_error`` / ``watch_error`` / ``maintenance_error`` (a database call failed; the
     loop carries on), ``stopped`` (jobs still running when ``stop`` gave up waiting, failed
-    so that they retry), ``maintenance`` (a pass did something), ``schedule_fired``.
+    so that they retry), ``maintenance`` (a pass did something), ``schedule_fired``,
+    ``listen_error`` (the LISTEN connection failed; it reconnects, polling covers the gap),
+    ``listen_unsupported`` (the driver cannot wait for notifications: polling only).
     """
 
     kind: str
@@ -31,6 +33,7 @@ _LEVELS = {
     "maintenance": logging.INFO,
     "schedule_fired": logging.INFO,
     "stopped": logging.WARNING,
+    "listen_unsupported": logging.WARNING,
 }
 
 

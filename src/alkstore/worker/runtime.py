@@ -1,6 +1,6 @@
 """A store's worker runtime: its workers, their wake-ups, and the supervisor.
 
-Every store that runs workers runs a supervisor: every half ``maintenance_interval`` it tries
+Every store that runs workers runs a supervisor: every ``maintenance_interval`` it tries
 to claim the next maintenance pass (one row in the database, claimed by a conditional
 ``UPDATE``), and the one instance that wins, across any number of processes, runs it.
 """
@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..core.errors import UnsupportedByDriver
 from ..core.records import MaintenanceReport
-from ..engines.postgres.runtime import claim_pass
+from ..drivers.base import DriverSettings, Notification
+from ..engines.postgres.runtime import channel, claim_pass
 from .events import WorkerEvent, emit
 from .settle import error_of
 from .wakeups import Wakeups
@@ -27,6 +29,12 @@ if TYPE_CHECKING:
     from ..store import AsyncStore, Store
     from .tasks import AsyncWorker
     from .threads import Worker
+
+
+LISTEN_WAIT = 1.0
+"""Seconds a listener waits for notifications before checking whether it should stop."""
+LISTEN_RETRY = 1.0
+"""Seconds before a lost or failed listener connects again (polling covers the gap)."""
 
 
 def owner_name() -> str:
@@ -41,6 +49,26 @@ class _Base:
         self._lock = threading.Lock()
         self._workers: list[Any] = []
 
+    def _listen_target(self, store: Any) -> tuple[str, DriverSettings] | None:
+        """Where to LISTEN: the store's DSN, where the engine has ``listen_notify`` and
+        several sessions (PGlite's one shared session wakes in-process only)."""
+        caps = store.engine.capabilities
+        if not caps.listen_notify or caps.single_connection:
+            return None
+        target: tuple[str, DriverSettings] | None = store._listen_at
+        return target
+
+    def _woken(self, notes: list[Notification]) -> None:
+        for queue in {note.payload for note in notes}:
+            self.wakeups.wake(queue)
+
+    def _wake_all(self) -> None:
+        """After (re)connecting a listener: notifications sent meanwhile were lost."""
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.wake()
+
     def _supervised(self) -> list[Any]:
         with self._lock:
             return [w for w in self._workers if w.options.maintenance]
@@ -50,7 +78,8 @@ class _Base:
         return min(w.options.maintenance_interval for w in workers) if workers else 1.0
 
     def _event(self, kind: str, **detail: Any) -> None:
-        workers = self._supervised()
+        with self._lock:
+            workers = list(self._workers)
         callbacks = {id(w.options.on_event): w.options.on_event for w in workers}
         for callback in callbacks.values() or [None]:
             emit(callback, WorkerEvent(kind, None, detail))
@@ -72,12 +101,23 @@ class StoreRuntime(_Base):
         self._store = store
         self._supervisor: threading.Thread | None = None
         self._quit = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._unlisten = threading.Event()
 
     def attach(self, worker: Worker) -> None:
         """Register a starting worker (and start the supervisor it asks for)."""
         self.wakeups.add(worker.queue, worker.wake)
         with self._lock:
             self._workers.append(worker)
+            target = self._listen_target(self._store)
+            listen = target is not None and self._listener is None
+            if listen:
+                assert target is not None
+                self._unlisten.clear()
+                self._listener = threading.Thread(
+                    target=self._listen, args=target, name="alkstore-listener", daemon=True
+                )
+                self._listener.start()
             start = worker.options.maintenance and self._supervisor is None
             if start:
                 self._quit.clear()
@@ -97,9 +137,38 @@ class StoreRuntime(_Base):
             last = thread is not None and not any(w.options.maintenance for w in self._workers)
             if last:
                 self._supervisor = None
+            listener = self._listener if not self._workers else None
+            if listener is not None:
+                self._listener = None
         if last and thread is not None:
             self._quit.set()
             thread.join(timeout=30)
+        if listener is not None:
+            self._unlisten.set()
+            listener.join(timeout=30)
+
+    def _listen(self, dsn: str, settings: DriverSettings) -> None:
+        name = channel(self._store.engine)
+        while not self._unlisten.is_set():
+            try:
+                listener = self._store.driver.open_listener(dsn, settings)
+            except UnsupportedByDriver as exc:
+                self._event("listen_unsupported", error=str(exc))
+                return
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                self._unlisten.wait(LISTEN_RETRY)
+                continue
+            try:
+                listener.listen(name)
+                self._wake_all()
+                while not self._unlisten.is_set():
+                    self._woken(listener.wait(LISTEN_WAIT))
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                self._unlisten.wait(LISTEN_RETRY)
+            finally:
+                listener.close()
 
     def close(self) -> None:
         """Stop every worker (the store is closing)."""
@@ -109,7 +178,7 @@ class StoreRuntime(_Base):
             worker.stop()
 
     def _supervise(self) -> None:
-        while not self._quit.wait(self._interval() / 2):
+        while not self._quit.wait(self._interval()):
             try:
                 self.run_pass()
             except Exception as exc:
@@ -132,12 +201,16 @@ class AsyncStoreRuntime(_Base):
         super().__init__()
         self._store = store
         self._supervisor: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
 
     def attach(self, worker: AsyncWorker) -> None:
         """Register a starting worker (and start the supervisor it asks for)."""
         self.wakeups.add(worker.queue, worker.wake)
         with self._lock:
             self._workers.append(worker)
+        target = self._listen_target(self._store)
+        if target is not None and self._listener is None:
+            self._listener = asyncio.get_running_loop().create_task(self._listen(*target))
         if worker.options.maintenance and self._supervisor is None:
             self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
 
@@ -153,6 +226,35 @@ class AsyncStoreRuntime(_Base):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        listener = self._listener
+        if listener is not None and not self._workers:
+            self._listener = None
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+    async def _listen(self, dsn: str, settings: DriverSettings) -> None:
+        name = channel(self._store.engine)
+        while True:
+            try:
+                listener = await self._store.driver.open_listener(dsn, settings)
+            except UnsupportedByDriver as exc:
+                self._event("listen_unsupported", error=str(exc))
+                return
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                await asyncio.sleep(LISTEN_RETRY)
+                continue
+            try:
+                await listener.listen(name)
+                self._wake_all()
+                while True:
+                    self._woken(await listener.wait(LISTEN_WAIT))
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                await asyncio.sleep(LISTEN_RETRY)
+            finally:
+                await listener.close()
 
     async def close(self) -> None:
         """Stop every worker (the store is closing)."""
@@ -163,7 +265,7 @@ class AsyncStoreRuntime(_Base):
 
     async def _supervise(self) -> None:
         while True:
-            await asyncio.sleep(self._interval() / 2)
+            await asyncio.sleep(self._interval())
             try:
                 await self.run_pass()
             except Exception as exc:

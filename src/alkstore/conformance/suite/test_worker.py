@@ -307,3 +307,41 @@ def test_one_maintenance_pass_per_interval_across_stores(store):
     finally:
         for sibling in siblings:
             sibling.close()
+
+
+@pytest.mark.requires("listen_notify", "several_sessions")
+def test_sends_from_another_process_wake_the_worker_through_notify(store):
+    store.create_queue("q")
+    store.create_queue("r")
+    events: list[str] = []
+    other = store.sibling()
+    try:
+        with work(
+            store,
+            "q",
+            lambda job, ctx: "ran",
+            poll_interval=60.0,
+            maintenance=False,
+            on_event=lambda e: events.append(e.kind),
+        ):
+            first = store.send("q", 1)
+            eventually(lambda: _state(store, "q", first) is JobState.COMPLETED, timeout=20)
+            if store.driver == "pg8000":
+                # pg8000 cannot wait for notifications: the worker says so and polls.
+                eventually(lambda: "listen_unsupported" in events)
+                return
+            # The next poll is a minute away: only a notification can wake the worker now.
+            sent = other.send("q", 2)
+            eventually(lambda: _state(store, "q", sent) is JobState.COMPLETED, timeout=20)
+            other.subscribe("e", "q")
+            (published,) = other.publish("e", 3)
+            eventually(lambda: _state(store, "q", published) is JobState.COMPLETED, timeout=20)
+            cancelled = other.send("r", 4)
+            other.cancel("r", cancelled)
+            moved = other.send("q", 5, start_after=3600)
+            other.cancel("q", moved)
+            other.resume("q", moved)
+            eventually(lambda: _state(store, "q", moved) is JobState.COMPLETED, timeout=20)
+        assert "listen_error" not in events
+    finally:
+        other.close()

@@ -30,6 +30,7 @@ from ...core.records import Handoff, Job, Queue, QueueStats, as_int
 from ...core.states import FINISHED, QUEUED, UNFINISHED, JobState
 from ...core.targets import Targets
 from .identifiers import partition_table, quote_ident, quote_schema
+from .runtime import notifying
 from .schema import LATEST, MIGRATIONS, in_list
 
 T = TypeVar("T")
@@ -466,7 +467,7 @@ class PostgresEngine:
         Raises :class:`QueueNotFound` when the queue does not exist and :class:`JobConflict`
         on a duplicate id; either way nothing is written.
         """
-        sql, params = self._send_statement(queue, jobs)
+        sql, params = notifying(self, *self._send_statement(queue, jobs), "$1::text")
         ids = [job.id for job in jobs]
         if len(ids) != len(set(ids)):
             dup = next(i for i in ids if ids.count(i) > 1)
@@ -694,6 +695,7 @@ class PostgresEngine:
             frozenset({JobState.CANCELLED}),
             "state = 'created', completed_on = NULL, start_after = now(), "
             "keep_until = now() + j.retention_seconds * interval '1 second'",
+            notify=True,
         )
 
     def retry(self, queue: str, targets: Targets) -> Plan[int]:
@@ -705,16 +707,27 @@ class PostgresEngine:
             frozenset({JobState.FAILED}),
             "state = 'retry', retry_limit = j.retry_limit + 1, completed_on = NULL, "
             "start_after = now(), keep_until = now() + j.retention_seconds * interval '1 second'",
+            notify=True,
         )
 
     def _set_state(
-        self, name: str, queue: str, targets: Targets, accepted: frozenset[JobState], change: str
+        self,
+        name: str,
+        queue: str,
+        targets: Targets,
+        accepted: frozenset[JobState],
+        change: str,
+        *,
+        notify: bool = False,
     ) -> Plan[int]:
         sql = f"""UPDATE {self.s}.job j SET {change}
             FROM (SELECT DISTINCT id FROM unnest($2::uuid[]) AS u(id)) t
             WHERE j.name = $1 AND j.id = t.id AND j.state IN {in_list(accepted)}
             RETURNING j.id"""
-        return self._single(name, sql, (queue, targets.ids), rowcount)
+        params: tuple[Any, ...] = (queue, targets.ids)
+        if notify:  # the jobs are runnable again: wake listening workers
+            sql, params = notifying(self, sql, params, "$1::text")
+        return self._single(name, sql, params, rowcount)
 
     def delete_jobs(self, queue: str, targets: Targets) -> Plan[int]:
         """Delete jobs in any state."""

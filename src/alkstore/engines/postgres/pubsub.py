@@ -12,6 +12,7 @@ from ...core.options import JobOptions
 from ...core.plans import Plan
 from ...core.records import as_uuid
 from .engine import SEND_OPTION_SQL
+from .runtime import notifying
 
 if TYPE_CHECKING:
     from .engine import PostgresEngine
@@ -67,9 +68,10 @@ def publish(
         CROSS JOIN LATERAL (SELECT {at} AS at) sa
         WHERE sub.event = $1
         RETURNING name, id"""
+    sql, bound = notifying(engine, sql, tuple(params), "changed.name")
     return engine._single(
         "publish",
         sql,
-        params,
+        bound,
         lambda rows: sorted((r["name"], as_uuid(r["id"])) for r in rows),
     )

@@ -6,8 +6,9 @@ engine class; like the engine's own builders they branch on capabilities, never 
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...core.plans import Plan
 from ...core.records import as_uuid
@@ -62,5 +63,31 @@ def watch(engine: PostgresEngine, queue: str, targets: Targets) -> Plan[set[uuid
 
 
 def channel(engine: PostgresEngine) -> str:
-    """The NOTIFY channel of the engine's schema (payload: a queue name)."""
-    return f"alkstore.{engine.schema}"
+    """The NOTIFY channel of the engine's schema (payload: a queue name): a plain identifier
+    of at most 63 characters, so LISTEN takes it as it is."""
+    name = f"alkstore_{engine.schema}"
+    if len(name) <= 63:
+        return name
+    return "alkstore_" + hashlib.sha256(engine.schema.encode()).hexdigest()[:32]
+
+
+def notifying(
+    engine: PostgresEngine, sql: str, params: tuple[Any, ...], queue: str
+) -> tuple[str, tuple[Any, ...]]:
+    """``sql`` (a statement ``RETURNING`` its rows) made to also ``NOTIFY`` the schema's
+    channel, with the queue name as payload, once per queue it returned a row of (``queue``:
+    the SQL of the queue name of a row ``changed``). Listening workers then wake when the
+    transaction commits. Unchanged where the engine lacks ``listen_notify`` (workers poll).
+
+    The count of ``note`` is cross-joined so that the planner cannot drop it (a LEFT JOIN
+    to a one-row aggregate that no column reads is removed, and an unread SELECT CTE never
+    runs).
+    """
+    if not engine.capabilities.listen_notify:
+        return sql, params
+    at = len(params) + 1
+    wrapped = f"""WITH changed AS ({sql}),
+        note AS (SELECT pg_notify(${at}::text, p.queue)
+                 FROM (SELECT DISTINCT {queue} AS queue FROM changed) p)
+        SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
+    return wrapped, (*params, channel(engine))
