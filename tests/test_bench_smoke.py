@@ -86,6 +86,19 @@ def test_drain(_bench_dsn: str, tmp_path: Path) -> None:
     assert plot.stat().st_size > 0
 
 
+def test_drain_through_work(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "drain --jobs 200 --consumers 1,2 --batch 1,10 --driver psycopg+work,asyncpg+work",
+    )
+    rows = doc["results"]
+    for driver in ("psycopg+work", "asyncpg+work"):
+        assert cells(rows, driver=driver) == {(1, 1), (2, 1), (1, 10), (2, 10)}
+    for row in rows:
+        check_drained(row, 200)
+
+
 def test_contention(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(_bench_dsn, tmp_path, "contention --jobs 100 --consumers 2 --batch 1,10")
     rows = doc["results"]

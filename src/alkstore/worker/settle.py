@@ -70,6 +70,9 @@ class Settlement:
     """Jobs the plans complete (a transactional worker rolls back if fewer were)."""
     failed: list[tuple[Job, dict[str, str]]]
     """Jobs failed by an exception, with the error stored."""
+    whole: tuple[Any] | None = None
+    """``(output,)`` when the settlement is one completion of every job with one output: a
+    worker may then complete and claim its next jobs in one ``complete_and_fetch``."""
 
 
 def settle(
@@ -97,7 +100,7 @@ def _settle_result(
     ops: Operations, queue: str, jobs: list[Job], batch: bool, result: Any
 ) -> Settlement:
     if not batch or result is None:
-        return Settlement([ops.complete(queue, jobs, result)], len(jobs), [])
+        return Settlement([ops.complete(queue, jobs, result)], len(jobs), [], (result,))
     if not isinstance(result, Mapping):
         raise TypeError(
             f"a batch handler returns None or a mapping {{job.id: output | Exception}}, "

@@ -95,11 +95,21 @@ class AsyncWorker:
         task.add_done_callback(self._tasks.discard)
 
     async def _call(self, ctx: AsyncJobContext) -> None:
+        # As the thread shell: a slot chains complete_and_fetch while it claims jobs.
         try:
-            if self.options.transactional:
-                await self._call_in_transaction(ctx)
-            else:
-                await self._call_plain(ctx)
+            while True:
+                if self.options.transactional:
+                    await self._call_in_transaction(ctx)
+                    break
+                more = await self._call_plain(ctx)
+                if not more:
+                    break
+                follow = AsyncJobContext(more, self._touch)
+                self._running.pop(job_key(ctx.jobs), None)
+                self._running[job_key(more)] = follow
+                if self._stopping.is_set():
+                    follow.cancelled.set()
+                ctx = follow
         finally:
             self._running.pop(job_key(ctx.jobs), None)
             if not self._running:
@@ -111,7 +121,8 @@ class AsyncWorker:
         result = self._handler(arg, ctx) if self._with_context else self._handler(arg)
         return await result if inspect.isawaitable(result) else result
 
-    async def _call_plain(self, ctx: AsyncJobContext) -> None:
+    async def _call_plain(self, ctx: AsyncJobContext) -> list[Job]:
+        """Run the handler and settle; the next jobs this slot claimed meanwhile, if any."""
         ops = self._store._ops
         try:
             result = await self._invoke(ctx)
@@ -119,12 +130,19 @@ class AsyncWorker:
         except Exception as exc:
             outcome = settle(ops, self.queue, ctx.jobs, batch=False, error=exc)
         try:
+            if outcome.whole is not None and not self._stopping.is_set():
+                size = self.options.batch_size if self.options.batch else 1
+                handoff = await self._store.complete_and_fetch(
+                    self.queue, ctx.jobs, outcome.whole[0], batch_size=size
+                )
+                return handoff.jobs
             for plan in outcome.plans:
                 await self._store._run(plan)
         except Exception as exc:
             self._event("settle_error", error=error_of(exc)["message"])
-            return
+            return []
         self._report(outcome.failed)
+        return []
 
     async def _call_in_transaction(self, ctx: AsyncJobContext) -> None:
         store = self._store

@@ -103,11 +103,23 @@ class Worker:
         self._pool.submit(self._call, ctx)
 
     def _call(self, ctx: JobContext) -> None:
+        # A handler slot that completes its jobs also claims its next ones in the same
+        # statement (complete_and_fetch) and runs them at once, as long as there are any.
         try:
-            if self.options.transactional:
-                self._call_in_transaction(ctx)
-            else:
-                self._call_plain(ctx)
+            while True:
+                if self.options.transactional:
+                    self._call_in_transaction(ctx)
+                    break
+                more = self._call_plain(ctx)
+                if not more:
+                    break
+                follow = JobContext(more, self._touch)
+                with self._lock:
+                    self._running.pop(job_key(ctx.jobs), None)
+                    self._running[job_key(more)] = follow
+                    if self._stopping.is_set():
+                        follow.cancelled.set()
+                ctx = follow
         finally:
             with self._lock:
                 self._running.pop(job_key(ctx.jobs), None)
@@ -119,7 +131,8 @@ class Worker:
         arg: Any = ctx.jobs if self.options.batch else ctx.job
         return self._handler(arg, ctx) if self._with_context else self._handler(arg)
 
-    def _call_plain(self, ctx: JobContext) -> None:
+    def _call_plain(self, ctx: JobContext) -> list[Job]:
+        """Run the handler and settle; the next jobs this slot claimed meanwhile, if any."""
         try:
             outcome = settle(
                 self._store._ops,
@@ -131,12 +144,18 @@ class Worker:
         except Exception as exc:
             outcome = settle(self._store._ops, self.queue, ctx.jobs, batch=False, error=exc)
         try:
+            if outcome.whole is not None and not self._stopping.is_set():
+                size = self.options.batch_size if self.options.batch else 1
+                return self._store.complete_and_fetch(
+                    self.queue, ctx.jobs, outcome.whole[0], batch_size=size
+                ).jobs
             for plan in outcome.plans:
                 self._store._run(plan)
         except Exception as exc:
             self._event("settle_error", error=error_of(exc)["message"])
-            return
+            return []
         self._report(outcome.failed)
+        return []
 
     def _call_in_transaction(self, ctx: JobContext) -> None:
         store = self._store
