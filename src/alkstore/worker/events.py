@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -20,7 +22,9 @@ class WorkerEvent:
     loop carries on), ``stopped`` (jobs still running when ``stop`` gave up waiting, failed
     so that they retry), ``maintenance`` (a pass did something), ``schedule_fired``,
     ``listen_error`` (the LISTEN connection failed; it reconnects, polling covers the gap),
-    ``listen_unsupported`` (the driver cannot wait for notifications: polling only).
+    ``listen_unsupported`` (the driver cannot wait for notifications: polling only),
+    ``backlog`` (more jobs queued than the worker's ``warning_size``), ``slow_query`` (a
+    database call of the runtime took longer than ``slow_query_seconds``).
     """
 
     kind: str
@@ -34,6 +38,8 @@ _LEVELS = {
     "schedule_fired": logging.INFO,
     "stopped": logging.WARNING,
     "listen_unsupported": logging.WARNING,
+    "backlog": logging.WARNING,
+    "slow_query": logging.WARNING,
 }
 
 
@@ -46,3 +52,18 @@ def emit(callback: Callable[[WorkerEvent], None] | None, event: WorkerEvent) -> 
             callback(event)
         except Exception:
             logger.exception("on_event callback failed for %s", event.kind)
+
+
+@contextlib.contextmanager
+def timed(
+    callback: Callable[[WorkerEvent], None] | None,
+    queue: str | None,
+    operation: str,
+    limit: float,
+) -> Iterator[None]:
+    """Around a database call: a ``slow_query`` event when it took more than ``limit`` s."""
+    began = time.perf_counter()
+    yield
+    took = time.perf_counter() - began
+    if took > limit:
+        emit(callback, WorkerEvent("slow_query", queue, {"operation": operation, "seconds": took}))

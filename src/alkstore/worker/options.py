@@ -45,6 +45,10 @@ class WorkOptions:
     """Run the store's supervisor (expiry, heartbeat loss, retention, deletion, cron)."""
     maintenance_interval: float = attrs.field(default=1.0, validator=_positive_seconds)
     """Seconds between maintenance passes, across every process that runs workers."""
+    warning_size: int | None = attrs.field(default=None, validator=int_at_least(1, optional=True))
+    """Queued jobs above which a maintenance pass reports a ``backlog`` event (None: never)."""
+    slow_query_seconds: float = attrs.field(default=1.0, validator=_positive_seconds)
+    """A database call of the worker slower than this reports a ``slow_query`` event."""
     on_event: Callable[[WorkerEvent], None] | None = attrs.field(default=None, validator=_callback)
     """Called with every :class:`WorkerEvent` (they also go to ``logging``)."""
 

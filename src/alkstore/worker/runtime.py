@@ -84,6 +84,26 @@ class _Base:
         for callback in callbacks.values() or [None]:
             emit(callback, WorkerEvent(kind, None, detail))
 
+    def _warning_sizes(self) -> dict[str, int]:
+        """Queue -> the smallest ``warning_size`` its workers set."""
+        with self._lock:
+            workers = list(self._workers)
+        sizes: dict[str, int] = {}
+        for w in workers:
+            size = w.options.warning_size
+            if size is not None:
+                sizes[w.queue] = min(size, sizes.get(w.queue, size))
+        return sizes
+
+    def _backlog(self, queue: str, size: int, queued: int) -> None:
+        if queued > size:
+            with self._lock:
+                workers = [w for w in self._workers if w.queue == queue]
+            callbacks = {id(w.options.on_event): w.options.on_event for w in workers}
+            detail = {"queued": queued, "warning_size": size}
+            for callback in callbacks.values():
+                emit(callback, WorkerEvent("backlog", queue, detail))
+
     def _fired(self, count: int) -> None:
         if count:
             self._event("schedule_fired", jobs=count)
@@ -191,6 +211,8 @@ class StoreRuntime(_Base):
             return False
         self._report(store.maintain())
         self._fired(store.fire_schedules())
+        for queue, size in self._warning_sizes().items():
+            self._backlog(queue, size, store.queue_stats(queue).queued)
         return True
 
 
@@ -278,4 +300,6 @@ class AsyncStoreRuntime(_Base):
             return False
         self._report(await store.maintain())
         self._fired(await store.fire_schedules())
+        for queue, size in self._warning_sizes().items():
+            self._backlog(queue, size, (await store.queue_stats(queue)).queued)
         return True

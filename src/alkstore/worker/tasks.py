@@ -16,7 +16,7 @@ from ..core.targets import targets
 from ..engines.postgres.runtime import watch
 from ..runner import run_in_session_async
 from .context import AsyncJobContext
-from .events import WorkerEvent, emit
+from .events import WorkerEvent, emit, timed
 from .options import WorkOptions
 from .settle import STOPPED, JobLost, error_of, job_key, native_connection, settle, wants_context
 
@@ -56,6 +56,10 @@ class AsyncWorker:
     def _event(self, kind: str, **detail: Any) -> None:
         emit(self.options.on_event, WorkerEvent(kind, self.queue, detail))
 
+    def _timed(self, operation: str) -> Any:
+        opts = self.options
+        return timed(opts.on_event, self.queue, operation, opts.slow_query_seconds)
+
     async def _nap(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
@@ -70,9 +74,10 @@ class AsyncWorker:
                 continue
             self._wake.clear()
             try:
-                jobs = await self._store.fetch(
-                    self.queue, batch_size=opts.batch_size if opts.batch else free
-                )
+                with self._timed("fetch"):
+                    jobs = await self._store.fetch(
+                        self.queue, batch_size=opts.batch_size if opts.batch else free
+                    )
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
                 with contextlib.suppress(TimeoutError):
@@ -132,12 +137,14 @@ class AsyncWorker:
         try:
             if outcome.whole is not None and not self._stopping.is_set():
                 size = self.options.batch_size if self.options.batch else 1
-                handoff = await self._store.complete_and_fetch(
-                    self.queue, ctx.jobs, outcome.whole[0], batch_size=size
-                )
+                with self._timed("complete_and_fetch"):
+                    handoff = await self._store.complete_and_fetch(
+                        self.queue, ctx.jobs, outcome.whole[0], batch_size=size
+                    )
                 return handoff.jobs
-            for plan in outcome.plans:
-                await self._store._run(plan)
+            with self._timed("settle"):
+                for plan in outcome.plans:
+                    await self._store._run(plan)
         except Exception as exc:
             self._event("settle_error", error=error_of(exc)["message"])
             return []
@@ -201,7 +208,10 @@ class AsyncWorker:
                 continue
             jobs = [job for ctx in calls for job in ctx.jobs]
             try:
-                alive = await self._store._run(watch(self._store.engine, self.queue, targets(jobs)))
+                with self._timed("watch"):
+                    alive = await self._store._run(
+                        watch(self._store.engine, self.queue, targets(jobs))
+                    )
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue

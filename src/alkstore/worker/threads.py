@@ -21,7 +21,7 @@ from ..core.targets import targets
 from ..engines.postgres.runtime import watch
 from ..runner import run_in_session
 from .context import JobContext
-from .events import WorkerEvent, emit
+from .events import WorkerEvent, emit, timed
 from .options import WorkOptions
 from .settle import STOPPED, JobLost, error_of, job_key, native_connection, settle, wants_context
 
@@ -66,6 +66,10 @@ class Worker:
     def _event(self, kind: str, **detail: Any) -> None:
         emit(self.options.on_event, WorkerEvent(kind, self.queue, detail))
 
+    def _timed(self, operation: str) -> Any:
+        opts = self.options
+        return timed(opts.on_event, self.queue, operation, opts.slow_query_seconds)
+
     def _free(self) -> int:
         with self._lock:
             return self.options.concurrency - len(self._running)
@@ -82,7 +86,8 @@ class Worker:
             self._wake.clear()
             try:
                 size = opts.batch_size if opts.batch else free
-                jobs = self._store.fetch(self.queue, batch_size=size)
+                with self._timed("fetch"):
+                    jobs = self._store.fetch(self.queue, batch_size=size)
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
                 self._stopping.wait(opts.poll_interval)
@@ -146,11 +151,13 @@ class Worker:
         try:
             if outcome.whole is not None and not self._stopping.is_set():
                 size = self.options.batch_size if self.options.batch else 1
-                return self._store.complete_and_fetch(
-                    self.queue, ctx.jobs, outcome.whole[0], batch_size=size
-                ).jobs
-            for plan in outcome.plans:
-                self._store._run(plan)
+                with self._timed("complete_and_fetch"):
+                    return self._store.complete_and_fetch(
+                        self.queue, ctx.jobs, outcome.whole[0], batch_size=size
+                    ).jobs
+            with self._timed("settle"):
+                for plan in outcome.plans:
+                    self._store._run(plan)
         except Exception as exc:
             self._event("settle_error", error=error_of(exc)["message"])
             return []
@@ -216,7 +223,8 @@ class Worker:
                 continue
             jobs = [job for ctx in calls for job in ctx.jobs]
             try:
-                alive = self._store._run(watch(self._store.engine, self.queue, targets(jobs)))
+                with self._timed("watch"):
+                    alive = self._store._run(watch(self._store.engine, self.queue, targets(jobs)))
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue

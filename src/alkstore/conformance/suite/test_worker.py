@@ -12,6 +12,7 @@ import pytest
 from alkstore import InvalidOptions, JobState, QueueNotFound
 from alkstore.conformance.harness import StoreHandle
 from alkstore.engines.postgres.runtime import claim_pass
+from alkstore.worker import WorkerEvent
 
 from .conftest import eventually
 from .workers import execute, work
@@ -345,3 +346,22 @@ def test_sends_from_another_process_wake_the_worker_through_notify(store):
         assert "listen_error" not in events
     finally:
         other.close()
+
+
+def test_backlog_and_slow_query_events(store):
+    store.create_queue("q")
+    store.send_many("q", [{"data": i} for i in range(5)])
+    events: list[WorkerEvent] = []
+    gate = threading.Event()
+
+    def handler(job, ctx):
+        gate.wait(30)
+
+    options = {**FAST, "warning_size": 2, "slow_query_seconds": 1e-9, "on_event": events.append}
+    with work(store, "q", handler, **options):
+        eventually(lambda: any(e.kind == "backlog" for e in events))
+        gate.set()
+    backlog = next(e for e in events if e.kind == "backlog")
+    assert backlog.queue == "q" and backlog.detail["warning_size"] == 2
+    assert backlog.detail["queued"] > 2
+    assert any(e.kind == "slow_query" and e.detail["operation"] == "fetch" for e in events)
