@@ -190,3 +190,17 @@ def test_peers_raw_sql_and_an_unavailable_peer(
         assert ratio["raw-sql ratio"] > 0
         assert ratio["pg-boss"].startswith("not available")
     assert {r["system"] for r in doc["enqueue"]} == {"alkstore", "raw-sql", "pg-boss"}
+
+
+def test_drain_emulates_only_when_asked(_bench_dsn: str, tmp_path: Path) -> None:
+    shape = "--jobs 50 --consumers 1 --batch 10 --driver psycopg"
+    asked = bench(_bench_dsn, tmp_path, f"drain --engine yugabytedb --emulate {shape}")
+    [row] = asked["results"]
+    assert row["engine"] == "yugabytedb (emulated)"
+    check_drained(row, 50)
+    # Without --emulate the engine's SQL goes to the server as is, whatever its name: a DSN
+    # may reach a real YugabyteDB, and the table must not claim an emulation that did not run.
+    plain = bench(_bench_dsn, tmp_path, f"drain --engine yugabytedb {shape}")
+    [row] = plain["results"]
+    assert row["engine"] == "yugabytedb"
+    check_drained(row, 50)

@@ -238,6 +238,18 @@ def test_conformance_writes_the_matrix_as_json(
     assert re.search(r"queues\s*│\s*\d+ / 0 / 0", out)
 
 
+def test_conformance_engine_auto_detects_the_server_and_says_so(
+    _cli_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "matrix.json"
+    argv = ["--dsn", _cli_dsn, "--engine", "auto", "--driver", "pg8000", "-k", "unknown_queue"]
+    assert run_cli("conformance", *argv, "--json", str(report)) == 0
+    assert "engine auto: the server looks like postgres" in capsys.readouterr().out
+    document = json.loads(report.read_text())
+    assert document["engine"] == "postgres"
+    assert document["matrix"]["queues"]["pg8000"]["passed"] > 0
+
+
 def test_conformance_lists_skips_with_capability_and_reason(
     _cli_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -304,6 +316,7 @@ def test_conformance_with_no_test_selected_fails(
         (["--engine", "nosuchengine"], "unknown engine 'nosuchengine'"),
         (["--driver", "psycopg,odbc"], "unknown driver odbc"),
         (["--engine", "postgres", "--emulate"], "has no emulated mode"),
+        (["--engine", "auto", "--emulate"], "--emulate needs an explicit --engine"),
     ],
 )
 def test_conformance_refuses_bad_arguments(

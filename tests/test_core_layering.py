@@ -18,6 +18,8 @@ CORE_MODULES = sorted(CORE_DIR.glob("*.py"))
 EXPECTED_MODULES = {
     "__init__",
     "capabilities",
+    "contracts",
+    "description",
     "errors",
     "identifiers",
     "ids",

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import alkstore
+from alkstore.engines.postgres import PostgresEngine
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "lockfree_engine"
 
@@ -69,6 +70,7 @@ def test_the_example_engine_uses_the_lock_free_claim(tmp_path, pg_dsn, monkeypat
     monkeypatch.syspath_prepend(str(site))
     with alkstore.connect(pg_dsn, engine="lockfree-postgres", schema=schema_name) as store:
         assert type(store.engine).__name__ == "LockFreePostgresEngine"
+        assert not isinstance(store.engine, PostgresEngine), "it delegates, it does not subclass"
         assert store.engine.capabilities.skip_locked is False
         store.create_queue("q", retry_limit=0)
         ids = store.send_many("q", [{"data": i} for i in range(3)])

@@ -7,7 +7,8 @@ import warnings
 import pytest
 
 import alkstore
-from alkstore.engines.detect import engine_for
+from alkstore.core.description import ServerInfo
+from alkstore.engines.detect import detect_plan, engine_for, server_info
 
 
 def test_auto_detects_stock_postgresql(pg_dsn, schema_name):
@@ -25,7 +26,20 @@ def test_auto_detects_stock_postgresql(pg_dsn, schema_name):
     ],
 )
 def test_detection_from_version_and_extensions(version, citus, engine):
-    assert engine_for([{"version": version, "citus": citus}]) == engine
+    row = {"version": version, "server_version_num": "150002", "extensions": None}
+    if citus:
+        row["extensions"] = "plpgsql,citus"
+    server = server_info([row])
+    assert server.version_num == 150002
+    assert engine_for(server) == engine
+
+
+def test_detection_reads_the_server_version(pg_dsn, schema_name):
+    with alkstore.connect(pg_dsn, engine="auto", schema=schema_name) as store:
+        server = store._run(detect_plan())
+    assert isinstance(server, ServerInfo)
+    assert server.version_num >= 130000
+    assert server.version.startswith("PostgreSQL")
 
 
 def test_an_explicit_engine_that_does_not_match_the_server_warns(pg_dsn, schema_name):

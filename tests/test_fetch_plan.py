@@ -9,6 +9,7 @@ bitmap scans out on the connections a store opens.
 from __future__ import annotations
 
 from alkstore.conformance.harness import Backend, StoreHandle
+from alkstore.core.plans import Statement, single
 
 BURST = 100_000
 
@@ -22,9 +23,9 @@ def test_a_burst_into_a_fresh_table_is_claimed_through_the_fetch_index(
         for start in range(0, BURST, 1000):
             store.send_many("q", [{"data": n} for n in range(start, start + 1000)])
         statement = next(store.engine.fetch("q", 100).steps())
-        plan = "\n".join(
-            row["QUERY PLAN"] for row in store.sql("EXPLAIN " + statement.sql, *statement.params)
-        )
+        explain = Statement("EXPLAIN " + statement.sql, statement.params)
+        rows = store.run_plan(single("explain", explain, lambda rows: rows))
+        plan = "\n".join(row["QUERY PLAN"] for row in rows)
         assert "Bitmap" not in plan and "Sort" not in plan, plan
         assert "Index Scan using job_default_name_priority_created_on_id" in plan, plan
         assert [j.data for j in store.fetch("q", batch_size=3)] == [0, 1, 2]

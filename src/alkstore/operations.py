@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .core.contracts import Engine
 from .core.errors import InvalidOptions
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
@@ -18,7 +19,6 @@ from .core.plans import Plan
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike, targets
 from .core.validation import check_queue_name, is_int
-from .engines.postgres import PostgresEngine
 
 
 def error_output(error: Any) -> str | None:
@@ -46,7 +46,7 @@ def _positive(field: str, value: object) -> int:
 class Operations:
     """Builds the plan of every public operation for one engine."""
 
-    def __init__(self, engine: PostgresEngine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     # queues

@@ -16,6 +16,8 @@ from typing import Any, Self
 
 import attrs
 
+from .core.contracts import Engine
+from .core.description import ServerInfo
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
 from .core.targets import IdLike
@@ -24,7 +26,7 @@ from .drivers import async_driver, sync_driver
 from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
 from .engines import engine_class
 from .engines.detect import detect_plan
-from .engines.postgres import PostgresEngine
+from .engines.postgres.runtime import runtime_engine
 from .messaging import Messaging
 from .operations import Operations
 from .runner import run_async, run_sync
@@ -40,7 +42,7 @@ class Store:
 
     def __init__(
         self,
-        engine: PostgresEngine,
+        engine: Engine,
         driver: SyncDriver,
         source: SyncSource,
         on_close: Callable[[], None] | None = None,
@@ -217,7 +219,7 @@ class Store:
     # cron and pub/sub
     @functools.cached_property
     def _messaging(self) -> Messaging:
-        return Messaging(self.engine)
+        return Messaging(runtime_engine(self.engine))
 
     def schedule(
         self,
@@ -282,7 +284,7 @@ class AsyncStore:
 
     def __init__(
         self,
-        engine: PostgresEngine,
+        engine: Engine,
         driver: AsyncDriver,
         source: AsyncSource,
         on_close: Callable[[], None] | None = None,
@@ -442,7 +444,7 @@ class AsyncStore:
 
     @functools.cached_property
     def _messaging(self) -> Messaging:
-        return Messaging(self.engine)
+        return Messaging(runtime_engine(self.engine))
 
     async def schedule(
         self,
@@ -512,14 +514,14 @@ class ConnectOptions:
         """Driver settings: one connection, no prepared statements, on single-session engines."""
         name = "postgres" if target.requested == AUTO else target.requested
         engine = engine_class(name)
-        single = engine.capabilities.single_connection
+        single = engine.description.capabilities.single_connection
         return DriverSettings(
             pool_size=1 if single else self.pool_size,
             prepared_statements=not single,
             session_setup=engine.session_setup,
         )
 
-    def engine_for(self, target: Target, detected: str | None) -> PostgresEngine:
+    def engine_for(self, target: Target, detected: ServerInfo | None) -> Engine:
         """The engine instance for what was asked and what the server turned out to be."""
         return build_engine(
             target.requested,
@@ -537,10 +539,10 @@ def _adopted(drv: SyncDriver | AsyncDriver, target: Target) -> Any:
     return adopted
 
 
-def _guard_profile(engine: PostgresEngine) -> Any:
+def _guard_profile(engine: Engine) -> Any:
     from .engines.emulation import PROFILES
 
-    return PROFILES[str(engine.emulation_profile)]
+    return PROFILES[str(engine.description.emulation_profile)]
 
 
 def connect(dsn: Any, **options: Any) -> Store:

@@ -14,9 +14,11 @@ from urllib.parse import urlsplit
 
 import attrs
 
+from .core.contracts import Engine
+from .core.description import ServerInfo
 from .core.errors import InvalidOptions
-from .engines import BUILTIN, engine_class
-from .engines.postgres import PostgresEngine
+from .engines import engine_class
+from .engines.detect import engine_for
 
 PGLITE_SCHEME = "pglite"
 AUTO = "auto"
@@ -63,34 +65,35 @@ def resolve_target(dsn: Any, engine: str | None) -> Target:
 
 def build_engine(
     requested: str,
-    detected: str | None,
+    server: ServerInfo | None,
     schema: str,
     *,
     emulate: bool,
     options: Mapping[str, Any],
-) -> PostgresEngine:
-    """The engine instance for ``requested`` on a server detected as ``detected``."""
+) -> Engine:
+    """The engine for ``requested`` (or, for ``auto``, the one that recognises ``server``).
+
+    An explicit engine whose description does not recognise the server is used as asked,
+    with a warning. Emulated, the server is stock PostgreSQL: its version decides nothing.
+    """
     name = requested
     if requested == AUTO:
-        name = detected or "postgres"
-    if name == "citus" and options.get("distributed"):
-        name = "citus-distributed"
-    unknown = set(options) - {"distributed"}
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")
-    cls = engine_class(name)
+        name = "postgres" if server is None else engine_for(server)
+    engine = engine_class(name).configure(
+        schema, options, emulated=emulate, server=None if emulate else server
+    )
+    description = engine.description
     if emulate:
-        if cls.emulation_profile is None:
+        if description.emulation_profile is None:
             raise InvalidOptions("emulate", True, f"engine {name!r} has no emulated mode")
     elif (
-        detected is not None
+        server is not None
         and requested != AUTO
-        and name in BUILTIN  # a plug-in engine's server cannot be told from version()
-        and detected != name.split("-")[0]
+        and description.detects is not None
+        and not description.detects(server)
     ):
         warnings.warn(
-            f"engine {name!r} was chosen but the server looks like {detected!r}",
+            f"engine {engine.name!r} was chosen but the server looks like {engine_for(server)!r}",
             stacklevel=3,
         )
-    return cls(schema, emulated=emulate)
+    return engine

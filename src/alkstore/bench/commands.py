@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from ..engines import engine_class
 from . import enqueue as enqueue_bench
 from . import latency as latency_bench
 from . import scale as scale_bench
@@ -73,6 +74,8 @@ class Options:
     server_settings: Mapping[str, str] = attrs.field(factory=dict)
     timeout: float = 1800.0
     progress: bool = True
+    emulate: bool = False
+    """Run the engine behind its emulation guard on stock PostgreSQL (``--emulate``)."""
 
 
 def run(
@@ -233,7 +236,9 @@ def drain(
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows = [
-            _drain_one(server, progress, Backend(engine, d), jobs, c, b, options.timeout).to_json()
+            _drain_one(
+                server, progress, Backend(engine, d, options.emulate), jobs, c, b, options.timeout
+            ).to_json()
             for d in drivers
             for c, b in cells(consumers, batches)
         ]
@@ -276,16 +281,21 @@ def contention(
         batch=batches,
     )
 
+    # Both claims run on one PostgreSQL server by design, so a lock-free engine of another
+    # product always runs behind its emulation guard here (the option's help says so).
+    emulated = engine_class(lockfree_engine).description.emulation_profile is not None
+
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows: list[Row] = []
         pairs: list[Row] = []
         for driver in drivers:
             for c, b in cells(consumers, batches):
                 locked, lockfree = (
-                    _drain_one(
-                        server, progress, Backend(engine, driver), jobs, c, b, options.timeout
-                    ).to_json()
-                    for engine in ("postgres", lockfree_engine)
+                    _drain_one(server, progress, backend, jobs, c, b, options.timeout).to_json()
+                    for backend in (
+                        Backend("postgres", driver),
+                        Backend(lockfree_engine, driver, emulated),
+                    )
                 )
                 rows += [locked, lockfree]
                 pairs.append(_pair(driver, c, b, locked, lockfree))
@@ -294,7 +304,7 @@ def contention(
             + (
                 " behind its emulation guard on stock PostgreSQL (the guard checks every "
                 "statement, which adds client CPU)"
-                if Backend(lockfree_engine).emulate
+                if emulated
                 else ""
             )
             + "."
@@ -356,7 +366,7 @@ def enqueue(
             driver, mode, count = cell
             return enqueue_bench.enqueue_cell(
                 server.dsn,
-                Backend(engine, driver),
+                Backend(engine, driver, options.emulate),
                 mode=mode,
                 senders=count,
                 jobs=send_jobs if mode == "send" else jobs,
@@ -413,7 +423,7 @@ def latency(
             driver, consumer = cell
             return latency_bench.latency_cell(
                 server.dsn,
-                Backend(engine, driver),
+                Backend(engine, driver, options.emulate),
                 rate=rate,
                 duration=duration,
                 poll_interval=poll_interval,
@@ -480,7 +490,7 @@ def scale(
                 rows.append(
                     scale_bench.scale_cell(
                         server.dsn,
-                        Backend(engine, driver),
+                        Backend(engine, driver, options.emulate),
                         scenario,
                         samples=samples,
                         drain_jobs=drain_jobs,
@@ -543,7 +553,13 @@ def peers(
             for driver in drivers:
                 results.append(
                     _drain_one(
-                        server, progress, Backend(engine, driver), jobs, c, b, options.timeout
+                        server,
+                        progress,
+                        Backend(engine, driver, options.emulate),
+                        jobs,
+                        c,
+                        b,
+                        options.timeout,
                     )
                 )
             spec = DrainSpec(jobs=jobs, consumers=c, batch=b, timeout=options.timeout)

@@ -21,7 +21,6 @@ import alkstore
 
 from ..core.records import Job
 from ..core.states import JobState
-from ..engines import engine_class
 from .loops import LoopOutcome, Tally, run_tasks, run_threads, tracked
 from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
 from .progress import Progress
@@ -56,6 +55,9 @@ class Backend:
 
     engine: str = "postgres"
     driver: str = "psycopg"
+    emulate: bool = False
+    """Run behind the engine's emulation guard on stock PostgreSQL: only when asked for
+    (``--emulate``), never because of the engine's name: a DSN may reach the real server."""
 
     def __attrs_post_init__(self) -> None:
         if self.base_driver not in DRIVERS:
@@ -83,11 +85,6 @@ class Backend:
     def is_async(self) -> bool:
         """Whether this driver drains with asyncio tasks."""
         return self.base_driver in ASYNC_DRIVERS
-
-    @property
-    def emulate(self) -> bool:
-        """Run behind the engine's emulation guard (engines of servers other than PostgreSQL)."""
-        return engine_class(self.engine).emulation_profile is not None
 
     def cell(self, consumers: int, batch: int) -> Cell:
         """The table cell of a drain on this backend."""

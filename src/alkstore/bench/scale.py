@@ -156,7 +156,7 @@ def _fill_all(
             done[0] += n
 
         if not scenario.analyzed:
-            caps = engine_class(backend.engine).capabilities
+            caps = engine_class(backend.engine).description.capabilities
             without_autovacuum(dsn, schema, rows_table(caps))
         fill(dsn, schema, QUEUE, "completed", scenario.finished, tick)
         fill(dsn, schema, QUEUE, "created", scenario.queued, tick)

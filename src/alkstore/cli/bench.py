@@ -81,6 +81,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def _backend(parser: argparse.ArgumentParser, engine: bool = True) -> None:
     if engine:
         parser.add_argument("--engine", default="postgres", help="alkstore engine")
+        parser.add_argument(
+            "--emulate",
+            action="store_true",
+            help="run the engine behind its emulation guard on stock PostgreSQL (never "
+            "switched on by itself: without it the engine's SQL goes to the server as is)",
+        )
     parser.add_argument(
         "--driver",
         type=name_list([*DRIVERS, *(d + s for d in DRIVERS for s in (HANDOFF, WORK))]),
@@ -205,6 +211,7 @@ def _options(args: argparse.Namespace) -> commands.Options:
         server_settings=dict(args.pg_setting),
         timeout=args.timeout,
         progress=not args.no_progress,
+        emulate=getattr(args, "emulate", False),
     )
 
 

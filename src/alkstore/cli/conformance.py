@@ -44,6 +44,8 @@ from ..conformance.matrix import (
     render,
 )
 
+AUTO = "auto"
+"""``--engine`` value that detects the engine from the server (as ``connect(engine="auto")``)."""
 SUITE = "alkstore.conformance.suite"
 """The package holding the shared suite."""
 
@@ -88,7 +90,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--engine",
         default="postgres",
-        help=f"engine name (default postgres); one of: {', '.join(_engines())}",
+        help=f"engine name (default postgres), or {AUTO!r} to detect it from the server "
+        f"(never the sharded Citus mode); one of: {', '.join(_engines())}",
     )
     parser.add_argument(
         "--driver",
@@ -139,18 +142,19 @@ def redact(dsn: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
-def unreachable(dsn: str) -> str | None:
-    """Why the PostgreSQL server at ``dsn`` cannot be queried; None when it answers.
+def probe(dsn: str) -> tuple[str | None, str | None]:
+    """``(why the server at dsn cannot be queried, the engine it looks like)``.
 
     Only ``postgres://`` and ``postgresql://`` URIs are checked (a ``pglite://`` database is
-    started by each test itself), through the first sync driver that is installed.
+    started by each test itself: ``(None, "pglite")``), through the first sync driver that is
+    installed. The engine comes from the same detection as ``connect(engine="auto")``.
     """
     if urlsplit(dsn).scheme not in ("postgres", "postgresql"):
-        return None
+        return None, "pglite"
     from ..core.errors import DriverUnavailable
     from ..drivers import names, sync_driver
     from ..drivers.base import DriverSettings
-    from ..engines.detect import detect_plan
+    from ..engines.detect import detect_plan, engine_for
     from ..runner import run_sync
 
     for name in names(is_async=False):
@@ -161,13 +165,18 @@ def unreachable(dsn: str) -> str | None:
         try:
             source = driver.open(dsn, DriverSettings(pool_size=1, connect_timeout=10))
             try:
-                run_sync(source, driver, detect_plan())
+                detected = engine_for(run_sync(source, driver, detect_plan()))
             finally:
                 source.close()
         except Exception as exc:
-            return one_line(f"{type(exc).__name__}: {exc}")
-        return None
-    return None
+            return one_line(f"{type(exc).__name__}: {exc}"), None
+        return None, detected
+    return None, None
+
+
+def unreachable(dsn: str) -> str | None:
+    """Why the PostgreSQL server at ``dsn`` cannot be queried; None when it answers."""
+    return probe(dsn)[0]
 
 
 def argument_problem(args: argparse.Namespace) -> str | None:
@@ -179,13 +188,17 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     except ValueError as exc:
         return f"--driver: {exc}"
     engines = _engines()
+    if args.engine == AUTO:
+        if args.emulate:
+            return "--emulate needs an explicit --engine (auto detects the real server)"
+        return None
     if args.engine not in engines:
         return f"--engine: unknown engine {args.engine!r}; known engines: {', '.join(engines)}"
     if args.emulate:
         from ..engines import engine_class
 
         try:
-            profile = engine_class(args.engine).emulation_profile
+            profile = engine_class(args.engine).description.emulation_profile
         except Exception as exc:
             return f"--engine {args.engine}: cannot load it: {exc}"
         if profile is None:
@@ -369,10 +382,23 @@ def run(args: argparse.Namespace) -> int:
     """Handler of ``alkstore conformance``: run the suite, print the matrix, return the status."""
     console = Console()
     problem = argument_problem(args)
+    detected = "postgres"  # what the throwaway cluster is, when no DSN is given
     if problem is None and args.dsn:
-        reason = unreachable(args.dsn)
+        reason, detected_here = probe(args.dsn)
+        detected = detected_here or detected
         if reason is not None:
             problem = f"cannot reach the database at {redact(args.dsn)}: {reason}"
+    if problem is None and args.engine == AUTO:
+        args.engine = detected
+        console.print(
+            f"engine auto: the server looks like [bold]{detected}[/bold]"
+            + (
+                " (auto never picks the sharded mode: pass --engine citus-distributed for it)"
+                if detected == "citus"
+                else ""
+            ),
+            highlight=False,
+        )
     if problem is not None:
         console.print(f"[red]alkstore conformance: {problem}[/red]", highlight=False)
         return 2
@@ -397,6 +423,7 @@ __all__ = [
     "SuiteRun",
     "argument_problem",
     "parse_drivers",
+    "probe",
     "pytest_command",
     "pytest_environment",
     "redact",

@@ -3,9 +3,9 @@
 A :class:`StoreHandle` gives every test the same synchronous view of a store, whichever
 driver is under test: async stores run on an event loop in a background thread, so one test
 body proves both faces. The handle also carries two test-only tools that work on every
-engine because they go through the store's own connection: :meth:`StoreHandle.sql` and
-:meth:`StoreHandle.advance` (a controllable clock: shifting every stored timestamp back by
-``s`` seconds is the same, for the store, as ``s`` seconds passing).
+engine because they run the engine's own test hooks
+(:class:`~alkstore.core.contracts.TestHooks`) on the store's connection: the suite never
+writes SQL against an engine's table layout.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..core.plans import Plan, Row, Statement, single
+from ..core.capabilities import Capabilities
+from ..core.contracts import TestHooks
+from ..core.plans import Plan, Row
 from ..drivers import registry, variant
 from ..engines import engine_class
 from ..engines.pglite.bridge import start_bridge
 from ..engines.pglite.engine import data_dir_of
-from ..engines.postgres.identifiers import quote_schema
 from ..store import AsyncStore, Store, connect, connect_async
 from .cluster import TempCluster
-from .deviations import explain
 
 T = TypeVar("T")
 
@@ -37,32 +37,24 @@ def driver_variants() -> list[str]:
     return list(registry())
 
 
-TIMESTAMP_COLUMNS = (
-    "created_on",
-    "start_after",
-    "started_on",
-    "completed_on",
-    "heartbeat_on",
-    "keep_until",
-)
-
-
 SEVERAL_SESSIONS = "several_sessions"
 """Pseudo-capability of ``requires``: the engine is not ``single_connection``."""
 
 
-def skip_reason(engine: str, capabilities: Sequence[str]) -> str | None:
-    """Why a test needing ``capabilities`` cannot run on ``engine`` (None if it can)."""
-    caps = engine_class(engine).capabilities
-    if SEVERAL_SESSIONS in capabilities and caps.single_connection:
+def skip_reason(engine: str, needs: Sequence[str], capabilities: Capabilities) -> str | None:
+    """Why a test needing ``needs`` cannot run on ``engine`` with ``capabilities`` (its
+    effective ones on the server under test); None if it can. The reason is the gap's, from
+    the engine's description."""
+    description = engine_class(engine).description
+    if SEVERAL_SESSIONS in needs and capabilities.single_connection:
         return (
-            f"{engine} has single_connection: {explain(engine, 'single_connection')}; "
+            f"{engine} has single_connection: {description.explain('single_connection')}; "
             "the test needs several sessions"
         )
-    missing = [c for c in capabilities if c != SEVERAL_SESSIONS and not getattr(caps, c)]
+    missing = [c for c in needs if c != SEVERAL_SESSIONS and not getattr(capabilities, c)]
     if not missing:
         return None
-    return "; ".join(f"{engine} lacks {c}: {explain(engine, c)}" for c in missing)
+    return "; ".join(f"{engine} lacks {c}: {description.explain(c)}" for c in missing)
 
 
 @attrs.define
@@ -172,21 +164,38 @@ class StoreHandle:
             return self._loop.run(self._store._run(plan))
         return self._store._run(plan)
 
-    def sql(self, sql: str, *params: Any) -> list[Row]:
-        """Run one statement (``{s}`` is replaced by the quoted schema); returns its rows."""
-        text = sql.replace("{s}", quote_schema(self.schema))
-        return self.run_plan(single("test-sql", Statement(text, params), lambda rows: rows))  # type: ignore[no-any-return]
+    @property
+    def hooks(self) -> TestHooks:
+        """The engine's test hooks."""
+        return self.engine.test_hooks()  # type: ignore[no-any-return]
 
     def advance(self, seconds: float) -> None:
-        """Let ``seconds`` pass for every job and queue of this store."""
-        shift = ", ".join(
-            f"{c} = {c} - $1::float8 * interval '1 second'" for c in TIMESTAMP_COLUMNS
-        )
-        self.sql(f"UPDATE {{s}}.job SET {shift}", float(seconds))
+        """Let ``seconds`` pass for every job of this store."""
+        self.run_plan(self.hooks.advance(seconds))
+
+    def job_rows(self) -> list[Row]:
+        """Every job, timestamps as ages in seconds (see ``TestHooks.job_rows``)."""
+        return self.run_plan(self.hooks.job_rows())  # type: ignore[no-any-return]
 
     def job_count(self) -> int:
         """How many jobs the schema holds, in every queue and state."""
-        return int(self.sql("SELECT count(*) AS n FROM {s}.job")[0]["n"])
+        return int(self.run_plan(self.hooks.job_count()))
+
+    def reset(self) -> None:
+        """Delete every job and queue."""
+        self.run_plan(self.hooks.reset())
+
+    def version_records(self) -> int:
+        """How many schema-version records exist."""
+        return int(self.run_plan(self.hooks.version_records()))
+
+    def set_version(self, version: int) -> None:
+        """Record ``version`` as the installed schema version."""
+        self.run_plan(self.hooks.set_version(version))
+
+    def job_storage(self) -> dict[str, int]:
+        """Each table or partition holding jobs -> its job count."""
+        return self.run_plan(self.hooks.job_storage())  # type: ignore[no-any-return]
 
     def sibling(self) -> StoreHandle:
         """Another store on the same schema and driver (it does not drop the schema)."""
@@ -196,7 +205,7 @@ class StoreHandle:
         """Close the store; the handle that created the schema drops it first."""
         try:
             if self.owner:
-                self.sql(f"DROP SCHEMA {quote_schema(self.schema)} CASCADE")
+                self.run_plan(self.hooks.drop())
         finally:
             if isinstance(self._store, AsyncStore):
                 assert self._loop is not None

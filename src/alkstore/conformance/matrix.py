@@ -216,7 +216,7 @@ class Recorder:
         from ..engines import engine_class
 
         try:
-            caps = engine_class(self._engine).capabilities
+            caps = engine_class(self._engine).description.capabilities
         except Exception:  # an unknown engine: every test errors anyway
             return list(requires)
         return [name for name in requires if not getattr(caps, name, False)]

@@ -8,7 +8,7 @@ an async runner drive the same generator; they are the only code that differs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -90,6 +90,16 @@ def single(name: str, statement: Statement, result: Callable[[list[Row]], T], **
         return result(rows)
 
     return Plan(name, steps, **kw)
+
+
+def each(statements: Iterable[Statement]) -> Steps[None]:
+    """Steps that run ``statements`` in order, from any iterable (an engine hook's list).
+
+    ``yield from a_list`` would hand the rows the runner sends back to a list iterator, which
+    cannot take them; this generator can.
+    """
+    for statement in statements:
+        _rows = yield statement
 
 
 def rowcount(rows: Sequence[Row]) -> int:

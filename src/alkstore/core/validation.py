@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -99,3 +99,11 @@ def check_schema_name(name: object) -> str:
 def schema_name(_inst: Any, _attribute: attrs.Attribute[Any], value: Any) -> None:
     """Validator form of :func:`check_schema_name`."""
     check_schema_name(value)
+
+
+def check_engine_options(allowed: frozenset[str], options: Mapping[str, Any]) -> None:
+    """Refuse an ``engine_options`` key an engine does not accept, naming it."""
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        key = unknown[0]
+        raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")

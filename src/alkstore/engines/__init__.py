@@ -1,7 +1,7 @@
 """The engine registry: built-in engines by name, third-party ones by entry point.
 
-A third-party engine is a subclass of :class:`~alkstore.engines.postgres.PostgresEngine`
-registered under the ``alkstore.engines`` entry-point group.
+A third-party engine is any class satisfying :class:`~alkstore.core.contracts.Engine`
+(checked structurally), registered under the ``alkstore.engines`` entry-point group.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import importlib
 from importlib.metadata import entry_points
 
+from ..core.contracts import Engine, missing_members
 from ..core.errors import InvalidOptions
-from .postgres import PostgresEngine
 
 BUILTIN = {
     "postgres": "alkstore.engines.postgres:PostgresEngine",
@@ -30,8 +30,8 @@ def available() -> list[str]:
     return sorted(names)
 
 
-def engine_class(name: str) -> type[PostgresEngine]:
-    """The engine class registered as ``name``."""
+def engine_class(name: str) -> type[Engine]:
+    """The engine class registered as ``name``, checked against the engine contract."""
     if name in BUILTIN:
         module, attr = BUILTIN[name].split(":")
         cls = getattr(importlib.import_module(module), attr)
@@ -40,6 +40,15 @@ def engine_class(name: str) -> type[PostgresEngine]:
         if not found:
             raise InvalidOptions("engine", name, f"known engines are {', '.join(available())}")
         cls = found[0].load()
-    if not (isinstance(cls, type) and issubclass(cls, PostgresEngine)):
-        raise InvalidOptions("engine", name, "is not a PostgresEngine subclass")
-    return cls
+    if not isinstance(cls, type):
+        raise InvalidOptions("engine", name, f"{cls!r} is not a class")
+    missing = missing_members(cls)
+    if missing:
+        raise InvalidOptions(
+            "engine",
+            name,
+            f"{cls.__qualname__} does not satisfy the engine contract "
+            f"(alkstore.core.contracts.Engine): missing {', '.join(missing)}",
+        )
+    engine: type[Engine] = cls
+    return engine

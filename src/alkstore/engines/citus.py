@@ -12,25 +12,81 @@ Declarative partitioning is off (the table is sharded instead).
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self, cast
 
-from ..core.capabilities import Capabilities
-from ..core.plans import Statement
-from .postgres import PostgresEngine
+import attrs
+
+from ..core.description import EngineDescription, Gap, ServerInfo
+from ..core.errors import InvalidOptions
+from ..core.plans import Plan, Statement, Steps
+from ..core.validation import check_engine_options
+from .postgres import POSTGRES, PostgresEngine
+from .postgres.hooks import PostgresTestHooks
+
+
+def _citus(server: ServerInfo) -> bool:
+    return "citus" in server.extensions
+
+
+CITUS = POSTGRES.derive(name="citus", summary="Citus with coordinator-local tables", detects=_citus)
+CITUS_DISTRIBUTED = POSTGRES.derive(
+    name="citus-distributed",
+    summary="Citus with the job table distributed by queue name",
+    gaps={
+        "tuple_ids": Gap(
+            why="a ctid names a row within one shard only; the claim re-finds rows by key",
+            no_rule_reason="Citus runs a ctid comparison routed to one shard without "
+            "complaint: nothing is rejected for a guard rule to catch",
+        ),
+        "table_partitioning": Gap(
+            why="the job table is sharded by queue name instead of partitioned",
+            upstream_url="https://docs.citusdata.com/en/stable/develop/reference_workarounds.html",
+            guard_rules=("partitioning",),
+        ),
+    },
+    emulation_profile="citus-distributed",
+    detects=_citus,
+)
 
 
 class CitusEngine(PostgresEngine):
-    """Citus with coordinator-local tables: stock PostgreSQL behaviour."""
+    """Citus with coordinator-local tables: stock PostgreSQL behaviour.
 
-    name: ClassVar[str] = "citus"
+    ``engine_options={"distributed": True}`` gives :class:`CitusDistributedEngine`.
+    """
+
+    description: ClassVar[EngineDescription] = CITUS
+    option_names: ClassVar[frozenset[str]] = frozenset({"distributed"})
+
+    @classmethod
+    def configure(
+        cls,
+        schema: str,
+        options: Mapping[str, Any],
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+    ) -> Self:
+        """Citus, sharded when ``distributed`` is true."""
+        check_engine_options(cls.option_names, options)
+        distributed = options.get("distributed", False)
+        if not isinstance(distributed, bool):
+            raise InvalidOptions("engine_options.distributed", distributed, "must be a bool")
+        chosen = CitusDistributedEngine if distributed else cls
+        # CitusDistributedEngine is a CitusEngine, and from it the choice is itself: a Self.
+        return cast(Self, chosen(schema, emulated=emulated, server=server))
 
 
 class CitusDistributedEngine(CitusEngine):
     """Citus with the job table sharded by queue name."""
 
-    name: ClassVar[str] = "citus-distributed"
-    capabilities: ClassVar[Capabilities] = Capabilities(tuple_ids=False, table_partitioning=False)
-    emulation_profile: ClassVar[str | None] = "citus-distributed"
+    description: ClassVar[EngineDescription] = CITUS_DISTRIBUTED
+
+    def test_hooks(self) -> CitusTestHooks:
+        """The postgres hooks plus :meth:`CitusTestHooks.shard_layout`."""
+        caps = self.capabilities
+        return CitusTestHooks(self.s, retry_serialization=caps.serialization_retries)
 
     def after_install(self) -> list[Statement]:
         """Make ``queue`` (and the worker runtime's tables) reference tables and distribute
@@ -51,3 +107,48 @@ class CitusDistributedEngine(CitusEngine):
             ),
             Statement("SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)),
         ]
+
+
+@attrs.frozen
+class ShardLayout:
+    """How a real sharded Citus cluster holds the schema."""
+
+    tables: dict[str, tuple[str, str]]
+    """Table -> (Citus table type, distribution column)."""
+    workers: frozenset[tuple[str, int]]
+    """The active workers (host, port)."""
+    placed: frozenset[tuple[str, int]]
+    """The workers holding the shard of at least one queue's jobs."""
+
+
+class CitusTestHooks(PostgresTestHooks):
+    """Test hooks of sharded Citus: also how the tables are distributed over the workers."""
+
+    def shard_layout(self) -> Plan[ShardLayout]:
+        """The job and queue tables' Citus types and where the queues' shards sit (a real
+        cluster only: stock PostgreSQL has none of these catalogs)."""
+        s = self.s
+
+        def steps() -> Steps[ShardLayout]:
+            tables = yield Statement(
+                "SELECT table_name::text AS name, citus_table_type AS kind, "
+                "distribution_column AS column FROM citus_tables "
+                "WHERE table_name IN ($1::text::regclass, $2::text::regclass) ORDER BY 1",
+                (f"{s}.job", f"{s}.queue"),
+            )
+            workers = yield Statement(
+                "SELECT node_name, node_port FROM citus_get_active_worker_nodes()"
+            )
+            placed = yield Statement(
+                "SELECT DISTINCT cs.nodename AS node_name, cs.nodeport AS node_port "
+                f"FROM {s}.queue q JOIN citus_shards cs ON cs.shardid = "
+                "get_shard_id_for_distribution_column($1::text::regclass, q.name)",
+                (f"{s}.job",),
+            )
+            return ShardLayout(
+                {r["name"].rsplit(".", 1)[1]: (r["kind"], r["column"]) for r in tables},
+                frozenset((r["node_name"], int(r["node_port"])) for r in workers),
+                frozenset((r["node_name"], int(r["node_port"])) for r in placed),
+            )
+
+        return self._plan("test-shard-layout", steps)

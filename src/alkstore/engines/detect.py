@@ -1,31 +1,40 @@
-"""Telling which server a connection reached, for ``engine="auto"`` and mismatch warnings."""
+"""Telling which server a connection reached, for ``engine="auto"``, mismatch warnings and
+the server-version predicates of the engines' gaps."""
 
 from __future__ import annotations
 
+from ..core.description import ServerInfo
 from ..core.plans import Plan, Row, Statement, single
+from ..core.records import as_int
+from . import BUILTIN, engine_class
 
 DETECT = Statement(
     "SELECT version() AS version, "
-    "EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') AS citus"
+    "current_setting('server_version_num') AS server_version_num, "
+    "(SELECT string_agg(extname::text, ',') FROM pg_extension) AS extensions"
 )
 
 
-def engine_for(rows: list[Row]) -> str:
-    """The engine name for what ``DETECT`` returned."""
-    version = str(rows[0]["version"])
-    if "CockroachDB" in version:
-        return "cockroachdb"
-    if "-YB-" in version or "YugabyteDB" in version:
-        return "yugabytedb"
-    if rows[0]["citus"] in (True, "t", "true"):
-        return "citus"
+def server_info(rows: list[Row]) -> ServerInfo:
+    """What ``DETECT`` returned, as a :class:`ServerInfo`."""
+    row = rows[0]
+    extensions = frozenset(filter(None, str(row["extensions"] or "").split(",")))
+    return ServerInfo(str(row["version"]), as_int(row["server_version_num"]), extensions)
+
+
+def engine_for(server: ServerInfo) -> str:
+    """The first built-in engine whose description recognises ``server`` (else postgres)."""
+    for name in BUILTIN:
+        detects = engine_class(name).description.detects
+        if detects is not None and detects(server):
+            return name
     return "postgres"
 
 
-def detect_plan() -> Plan[str]:
-    """A plan returning the detected engine name.
+def detect_plan() -> Plan[ServerInfo]:
+    """A plan returning what the server is.
 
     Transactional, so that on a caller's non-autocommit connection it leaves no implicit
     transaction open behind ``connect``.
     """
-    return single("detect", DETECT, engine_for, transaction=True)
+    return single("detect", DETECT, server_info, transaction=True)

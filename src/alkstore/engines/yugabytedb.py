@@ -10,24 +10,50 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ..core.capabilities import Capabilities
+from ..core.description import EngineDescription, Gap, ServerInfo
 from ..core.plans import Isolation
 from .postgres import PostgresEngine
+
+
+def _yugabytedb(server: ServerInfo) -> bool:
+    return "-YB-" in server.version or "YugabyteDB" in server.version
+
+
+YUGABYTEDB = EngineDescription(
+    name="yugabytedb",
+    summary="YugabyteDB 2.20 or newer",
+    gaps={
+        "tuple_ids": Gap(
+            why="rows have no PostgreSQL ctid (they are addressed by ybctid)",
+            guard_rules=("ctid",),
+        ),
+        "table_partitioning": Gap(
+            why="partitioning DDL in a transaction that also writes fails",
+            upstream_url="https://github.com/yugabyte/yugabyte-db/issues/21833",
+            guard_rules=("partitioning",),
+        ),
+        # Deferrable foreign keys work there, deferrable unique/primary keys do not; the
+        # engine uses neither, and declares the capability off to stay on the safe side.
+        "deferrable_constraints": Gap(
+            why="DEFERRABLE is refused on unique and primary keys",
+            guard_rules=("deferrable-key",),
+        ),
+        "advisory_locks": Gap(
+            why="advisory locks are behind a flag in recent versions only",
+            guard_rules=("advisory-locks",),
+        ),
+        "listen_notify": Gap(why="LISTEN/NOTIFY is off by default", guard_rules=("listen-notify",)),
+    },
+    behaviours={
+        "serialization_retries": "REPEATABLE READ by default: clients retry SQLSTATE 40001",
+    },
+    isolation=Isolation.REPEATABLE_READ,
+    emulation_profile="yugabytedb",
+    detects=_yugabytedb,
+)
 
 
 class YugabyteDBEngine(PostgresEngine):
     """YugabyteDB (2.20+)."""
 
-    name: ClassVar[str] = "yugabytedb"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        tuple_ids=False,
-        table_partitioning=False,
-        # Deferrable foreign keys work there, deferrable unique/primary keys do not; the
-        # engine uses neither, and declares the capability off to stay on the safe side.
-        deferrable_constraints=False,
-        advisory_locks=False,
-        listen_notify=False,
-        serialization_retries=True,
-    )
-    isolation: ClassVar[Isolation | None] = Isolation.REPEATABLE_READ
-    emulation_profile: ClassVar[str | None] = "yugabytedb"
+    description: ClassVar[EngineDescription] = YUGABYTEDB

@@ -21,7 +21,7 @@ from .tasks import AsyncWorker
 from .threads import Worker
 
 if TYPE_CHECKING:
-    from ..engines.postgres import PostgresEngine
+    from ..core.contracts import Engine
     from ..store import AsyncStore, Store
 
 
@@ -34,7 +34,7 @@ def prepare(
     return name, WorkOptions.from_kwargs(dict(options))
 
 
-def check_queue(engine: PostgresEngine, name: str, found: Queue | None, opts: WorkOptions) -> None:
+def check_queue(engine: Engine, name: str, found: Queue | None, opts: WorkOptions) -> None:
     """Refuse what the queue and the engine cannot do together."""
     if found is None:
         raise QueueNotFound(name)

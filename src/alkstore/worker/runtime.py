@@ -20,7 +20,7 @@ import attrs
 from ..core.errors import UnsupportedByDriver
 from ..core.records import MaintenanceReport
 from ..drivers.base import DriverSettings, Notification
-from ..engines.postgres.runtime import channel, claim_pass
+from ..engines.postgres.runtime import channel, claim_pass, runtime_engine
 from .events import WorkerEvent, emit
 from .settle import error_of
 from .wakeups import Wakeups
@@ -168,7 +168,7 @@ class StoreRuntime(_Base):
             listener.join(timeout=30)
 
     def _listen(self, dsn: str, settings: DriverSettings) -> None:
-        name = channel(self._store.engine)
+        name = channel(runtime_engine(self._store.engine))
         while not self._unlisten.is_set():
             try:
                 listener = self._store.driver.open_listener(dsn, settings)
@@ -207,7 +207,7 @@ class StoreRuntime(_Base):
     def run_pass(self) -> bool:
         """Claim and, if won, run one maintenance pass; True if this instance ran it."""
         store = self._store
-        if not store._run(claim_pass(store.engine, self._interval(), self.owner)):
+        if not store._run(claim_pass(runtime_engine(store.engine), self._interval(), self.owner)):
             return False
         self._report(store.maintain())
         self._fired(store.fire_schedules())
@@ -256,7 +256,7 @@ class AsyncStoreRuntime(_Base):
                 await listener
 
     async def _listen(self, dsn: str, settings: DriverSettings) -> None:
-        name = channel(self._store.engine)
+        name = channel(runtime_engine(self._store.engine))
         while True:
             try:
                 listener = await self._store.driver.open_listener(dsn, settings)
@@ -296,7 +296,9 @@ class AsyncStoreRuntime(_Base):
     async def run_pass(self) -> bool:
         """See :meth:`StoreRuntime.run_pass`."""
         store = self._store
-        if not await store._run(claim_pass(store.engine, self._interval(), self.owner)):
+        if not await store._run(
+            claim_pass(runtime_engine(store.engine), self._interval(), self.owner)
+        ):
             return False
         self._report(await store.maintain())
         self._fired(await store.fire_schedules())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..core.records import Job
 from ..core.targets import targets
-from ..engines.postgres.runtime import watch
+from ..engines.postgres.runtime import runtime_engine, watch
 from ..runner import run_in_session_async
 from .context import AsyncJobContext
 from .events import WorkerEvent, emit, timed
@@ -34,6 +34,7 @@ class AsyncWorker:
         self.queue = queue
         self.options = options
         self._store = store
+        self._engine = runtime_engine(store.engine)
         self._handler = handler
         self._with_context = wants_context(handler)
         self._loop = asyncio.get_running_loop()
@@ -155,7 +156,7 @@ class AsyncWorker:
         store = self._store
         try:
             async with store._source.session() as session:
-                async with session.transaction(store.engine.isolation):
+                async with session.transaction(self._engine.isolation):
                     ctx.connection = native_connection(session)
                     result = await self._invoke(ctx)
                     outcome = settle(
@@ -186,7 +187,7 @@ class AsyncWorker:
             self._event("handler_failed", job=str(job.id), error=stored["message"])
 
     async def _touch(self, jobs: list[Job]) -> bool:
-        alive = await self._store._run(watch(self._store.engine, self.queue, targets(jobs)))
+        alive = await self._store._run(watch(self._engine, self.queue, targets(jobs)))
         return any(job.id in alive for job in jobs)
 
     def _watch_interval(self) -> float:
@@ -209,9 +210,7 @@ class AsyncWorker:
             jobs = [job for ctx in calls for job in ctx.jobs]
             try:
                 with self._timed("watch"):
-                    alive = await self._store._run(
-                        watch(self._store.engine, self.queue, targets(jobs))
-                    )
+                    alive = await self._store._run(watch(self._engine, self.queue, targets(jobs)))
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..core.records import Job
 from ..core.targets import targets
-from ..engines.postgres.runtime import watch
+from ..engines.postgres.runtime import runtime_engine, watch
 from ..runner import run_in_session
 from .context import JobContext
 from .events import WorkerEvent, emit, timed
@@ -39,6 +39,7 @@ class Worker:
         self.queue = queue
         self.options = options
         self._store = store
+        self._engine = runtime_engine(store.engine)
         self._handler = handler
         self._with_context = wants_context(handler)
         self._lock = threading.Lock()
@@ -168,7 +169,7 @@ class Worker:
         store = self._store
         try:
             with store._source.session() as session:
-                with session.transaction(store.engine.isolation):
+                with session.transaction(self._engine.isolation):
                     ctx.connection = native_connection(session)
                     outcome = settle(
                         store._ops,
@@ -202,7 +203,7 @@ class Worker:
             self._event("handler_failed", job=str(job.id), error=stored["message"])
 
     def _touch(self, jobs: list[Job]) -> bool:
-        alive = self._store._run(watch(self._store.engine, self.queue, targets(jobs)))
+        alive = self._store._run(watch(self._engine, self.queue, targets(jobs)))
         return any(job.id in alive for job in jobs)
 
     def _watch_interval(self) -> float:
@@ -224,7 +225,7 @@ class Worker:
             jobs = [job for ctx in calls for job in ctx.jobs]
             try:
                 with self._timed("watch"):
-                    alive = self._store._run(watch(self._store.engine, self.queue, targets(jobs)))
+                    alive = self._store._run(watch(self._engine, self.queue, targets(jobs)))
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue

@@ -24,7 +24,6 @@ from alkstore import AlkstoreError, JobState
 from alkstore.core.plans import Statement
 from alkstore.drivers import variant
 from alkstore.drivers.base import DriverSettings
-from alkstore.engines.postgres.identifiers import quote_schema
 
 SERIALIZATION_FAILURE = "40001"
 
@@ -100,8 +99,9 @@ def test_a_serialization_failure_in_the_callers_transaction_is_raised_unchanged(
             await conn.run("SELECT 1")  # the caller's snapshot is taken here
             mine = await _store_on(store, conn)
             try:
-                # Another session changes the job after the caller's snapshot ...
-                store.sql("UPDATE {s}.job SET start_after = start_after WHERE id = $1", job)
+                # Another session changes the job after the caller's snapshot (the test
+                # clock's hook rewrites every job row) ...
+                store.advance(0)
                 # ... so changing it in the caller's transaction cannot serialize.
                 with pytest.raises(Exception) as err:
                     await _maybe(mine.cancel("q", [job]))
@@ -133,11 +133,12 @@ def test_the_stores_own_transaction_retries_a_serialization_failure(store):
     async def scenario() -> None:
         async with caller_connection(store) as holder:
             await holder.run("BEGIN")
-            await holder.run(
-                f"UPDATE {quote_schema(store.schema)}.job SET start_after = start_after"
-                " WHERE id = $1",
-                job,
-            )
+            mine = await _store_on(store, holder)
+            try:
+                # The holder's open transaction claims the job: its row stays locked.
+                assert [j.id for j in await _maybe(mine.fetch("q"))] == [job]
+            finally:
+                await _maybe(mine.close())
             worker = threading.Thread(target=cancel)
             worker.start()
             # Once the store's statement waits on the holder's row lock, commit: the store's

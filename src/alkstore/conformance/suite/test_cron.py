@@ -118,7 +118,7 @@ def test_the_supervisor_of_a_worker_fires_schedules(store):
     store.create_queue("q")
     store.schedule("q", "* * * * *", "from cron")
     # The schedule was made a minute ago, so the minute that began since is due now.
-    store.sql("UPDATE {s}.schedule SET created_on = created_on - interval '61 seconds'")
+    store.advance(61)
     seen = []
     fast = {"poll_interval": 0.05, "maintenance_interval": 0.1}
     with work(store, "q", lambda job, ctx: seen.append(job.data), **fast):

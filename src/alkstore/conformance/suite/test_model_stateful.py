@@ -154,17 +154,6 @@ FIELDS = (
     "source_queue",
     "source_retry_count",
 )
-SNAPSHOT = """SELECT id, name, state, priority, retry_count, retry_limit, expire_seconds,
-    heartbeat_seconds, retention_seconds, deletion_seconds, data::text AS data,
-    output::text AS output, source_queue, source_id, source_retry_count,
-    extract(epoch FROM now() - created_on)::float8 AS created_on,
-    extract(epoch FROM now() - start_after)::float8 AS start_after,
-    extract(epoch FROM now() - started_on)::float8 AS started_on,
-    extract(epoch FROM now() - completed_on)::float8 AS completed_on,
-    extract(epoch FROM now() - heartbeat_on)::float8 AS heartbeat_on,
-    extract(epoch FROM now() - keep_until)::float8 AS keep_until
-FROM {s}.job"""
-"""Every job, with each timestamp as its age in seconds on the server's clock."""
 
 
 @attrs.frozen
@@ -179,7 +168,7 @@ Target = uuid.UUID | Attempt
 
 
 def _engine_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A snapshot row with driver differences normalised."""
+    """A row of the engine's ``job_rows`` hook with driver differences normalised."""
     out: dict[str, Any] = {
         "id": uuid.UUID(str(row["id"])),
         "queue": row["name"],
@@ -220,8 +209,7 @@ class ModelMachine(RuleBasedStateMachine):
     def __init__(self, store: Any) -> None:
         super().__init__()
         self.store = store
-        store.sql("DELETE FROM {s}.job")
-        store.sql("DELETE FROM {s}.queue")
+        store.reset()
         self.started = time.monotonic()
         self.model = Model()
         for name, options in QUEUES.items():
@@ -492,7 +480,7 @@ class ModelMachine(RuleBasedStateMachine):
     @invariant()
     def engine_and_model_agree(self) -> None:
         """Every job agrees: fields, timestamps set or not and their ages, dead letters."""
-        rows = [_engine_row(r) for r in self.store.sql(SNAPSHOT)]
+        rows = [_engine_row(r) for r in self.store.job_rows()]
         drift = self._elapsed() + SLACK_MARGIN
         problems: list[str] = []
         engine_jobs = {(r["queue"], r["id"]): r for r in rows if r["source_id"] is None}

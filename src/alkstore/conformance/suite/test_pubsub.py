@@ -46,14 +46,3 @@ def test_subscribe_and_publish_check_their_arguments(store):
         store.publish("e", 1, id="0190b0a0-0000-7000-8000-000000000000")
     with pytest.raises(InvalidOptions, match="priority"):
         store.publish("e", 1, priority="high")
-
-
-def test_publish_is_atomic(store):
-    for name in ("a", "b", "c"):
-        store.create_queue(name)
-        store.subscribe("e", name)
-    # Make the job insert fail for queue b only: every queue gets its job, or none does.
-    store.sql("ALTER TABLE {s}.job ADD CONSTRAINT refuse_b CHECK (name <> 'b')")
-    with pytest.raises(Exception, match="refuse_b"):
-        store.publish("e", "x")
-    assert [store.queue_stats(n).total for n in ("a", "b", "c")] == [0, 0, 0]

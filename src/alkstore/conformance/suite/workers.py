@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from alkstore.conformance.harness import StoreHandle
+from alkstore.core.plans import Statement, single
 
 
 class _Mirror:
@@ -101,3 +103,18 @@ def work(store: StoreHandle, queue: str, handler: Callable[..., Any], **options:
         return await asyncio.to_thread(handler, arg, ThreadContext(ctx, loop))
 
     return WorkerView(store, store.work(queue, on_thread, **options))
+
+
+def side_table(store: StoreHandle) -> tuple[str, Callable[[], list[str]]]:
+    """A table of the application's for transactional handlers to write to (in the default
+    schema, named uniquely), and a function that reads the ids it holds."""
+    name = f"side_{uuid.uuid4().hex[:12]}"
+    store.run_plan(
+        single("test-side", Statement(f"CREATE TABLE {name} (id uuid PRIMARY KEY)"), list)
+    )
+
+    def ids() -> list[str]:
+        rows = store.run_plan(single("test-side", Statement(f"SELECT id FROM {name}"), list))
+        return [str(row["id"]) for row in rows]
+
+    return name, ids

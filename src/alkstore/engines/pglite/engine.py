@@ -14,16 +14,26 @@ from collections.abc import Callable
 from typing import ClassVar
 from urllib.parse import unquote, urlsplit
 
-from ...core.capabilities import Capabilities
-from ..postgres import PostgresEngine
+from ...core.description import EngineDescription
+from ..postgres import POSTGRES, PostgresEngine
 from .bridge import start_bridge
+
+PGLITE = POSTGRES.derive(
+    name="pglite",
+    summary="PGlite (PostgreSQL in WASM) in a Node.js process alkstore owns",
+    behaviours={
+        "single_connection": "PGlite is one backend session shared by every client "
+        "connection; the store uses exactly one connection",
+    },
+    # Its version() reads like stock PostgreSQL's: a pglite:// URI picks it instead.
+    detects=None,
+)
 
 
 class PGliteEngine(PostgresEngine):
     """PGlite 0.5 (PostgreSQL 18) in a Node.js child process that alkstore owns."""
 
-    name: ClassVar[str] = "pglite"
-    capabilities: ClassVar[Capabilities] = Capabilities(single_connection=True)
+    description: ClassVar[EngineDescription] = PGLITE
 
 
 def data_dir_of(uri: str) -> str | None:

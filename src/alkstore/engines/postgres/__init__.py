@@ -1,5 +1,5 @@
 """The reference engine: stock PostgreSQL (13+)."""
 
-from .engine import PostgresEngine
+from .engine import POSTGRES, PostgresEngine
 
-__all__ = ["PostgresEngine"]
+__all__ = ["POSTGRES", "PostgresEngine"]

@@ -11,8 +11,8 @@ from ...core.errors import QueueNotFound
 from ...core.options import JobOptions
 from ...core.plans import Plan
 from ...core.records import as_uuid
-from .engine import SEND_OPTION_SQL
 from .runtime import notifying
+from .send import SEND_OPTION_SQL
 
 if TYPE_CHECKING:
     from .engine import PostgresEngine

@@ -10,15 +10,31 @@ import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ...core.contracts import Engine
+from ...core.errors import UnsupportedByEngine
 from ...core.plans import Plan
 from ...core.records import as_uuid
 from ...core.targets import Targets
 
 if TYPE_CHECKING:
+    from .base import EngineBase
     from .engine import PostgresEngine
 
 MAINTENANCE = "maintenance"
 """The supervisor row whose claim elects the instance that runs a maintenance pass."""
+
+
+def runtime_engine(engine: Engine) -> PostgresEngine:
+    """The PostgreSQL-family engine whose SQL the worker runtime runs: ``engine`` itself, or
+    the inner engine a delegating engine builds on; another engine is refused by name."""
+    from .engine import PostgresEngine
+
+    for candidate in (engine, getattr(engine, "inner", None)):
+        if isinstance(candidate, PostgresEngine):
+            return candidate
+    raise UnsupportedByEngine(
+        engine.name, "worker_runtime", "work(), schedules and pub/sub need the postgres family"
+    )
 
 
 def claim_pass(engine: PostgresEngine, interval: float, owner: str) -> Plan[bool]:
@@ -62,7 +78,7 @@ def watch(engine: PostgresEngine, queue: str, targets: Targets) -> Plan[set[uuid
     )
 
 
-def channel(engine: PostgresEngine) -> str:
+def channel(engine: EngineBase) -> str:
     """The NOTIFY channel of the engine's schema (payload: a queue name): a plain identifier
     of at most 63 characters, so LISTEN takes it as it is."""
     name = f"alkstore_{engine.schema}"
@@ -72,7 +88,7 @@ def channel(engine: PostgresEngine) -> str:
 
 
 def notifying(
-    engine: PostgresEngine, sql: str, params: tuple[Any, ...], queue: str
+    engine: EngineBase, sql: str, params: tuple[Any, ...], queue: str
 ) -> tuple[str, tuple[Any, ...]]:
     """``sql`` (a statement ``RETURNING`` its rows) made to also ``NOTIFY`` the schema's
     channel, with the queue name as payload, once per queue it returned a row of (``queue``:

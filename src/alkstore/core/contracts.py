@@ -1,0 +1,227 @@
+"""The engine contract: what the store, the registry and the conformance suite rely on.
+
+An engine is any class with the members of :class:`Engine`; it need not subclass anything
+alkstore ships (a plug-in may delegate to a built-in engine instead). The registry checks a
+class structurally with :func:`missing_members` and names what is missing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from .capabilities import Capabilities
+from .description import EngineDescription, ServerInfo
+from .options import NewJob, QueueOptions
+from .plans import Plan, Row
+from .records import Handoff, Job, Queue, QueueStats
+from .targets import Targets
+
+
+@runtime_checkable
+class TestHooks(Protocol):
+    """Plans only the conformance suite runs: it reaches the database through nothing else."""
+
+    def advance(self, seconds: float) -> Plan[None]:
+        """Let ``seconds`` pass for every job of the schema (a controllable clock)."""
+        ...
+
+    def job_rows(self) -> Plan[list[Row]]:
+        """Every job as a row: the ``Job`` fields plus ``source_id``, each timestamp as its
+        age in seconds on the server's clock (``data`` and ``output`` as JSON text)."""
+        ...
+
+    def job_count(self) -> Plan[int]:
+        """How many jobs the schema holds, in every queue and state."""
+        ...
+
+    def reset(self) -> Plan[None]:
+        """Delete every job and queue (the schema stays installed)."""
+        ...
+
+    def drop(self) -> Plan[None]:
+        """Remove everything the engine installed."""
+        ...
+
+    def version_records(self) -> Plan[int]:
+        """How many schema-version records exist (one once installed)."""
+        ...
+
+    def set_version(self, version: int) -> Plan[None]:
+        """Record ``version`` as the installed schema version."""
+        ...
+
+    def job_storage(self) -> Plan[dict[str, int]]:
+        """Each table (or partition) that holds jobs -> how many it holds now."""
+        ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """One database's SQL for every operation, as plans (see ``docs/writing-an-engine.md``)."""
+
+    description: ClassVar[EngineDescription]
+    """What this engine is: gaps, isolation, guard profile, detection."""
+    session_setup: ClassVar[tuple[str, ...]]
+    """Statements run on every connection the store opens (never on a caller's)."""
+    option_names: ClassVar[frozenset[str]]
+    """The ``engine_options`` keys :meth:`configure` accepts."""
+
+    name: str
+    schema: str
+    emulated: bool
+    capabilities: Capabilities
+    """The effective capabilities on the server the store reached."""
+
+    @classmethod
+    def configure(
+        cls,
+        schema: str,
+        options: Mapping[str, Any],
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+    ) -> Engine:
+        """The engine for ``schema`` with ``engine_options`` applied, on ``server`` (None:
+        unknown or emulated). Refuses an unknown or invalid option with ``InvalidOptions``."""
+        ...
+
+    # schema
+    def migrate(self) -> list[Plan[Any]]:
+        """Plans that install or upgrade the schema, in order; the last returns the version."""
+        ...
+
+    def schema_version(self) -> Plan[int | None]:
+        """The installed schema version, None when nothing is installed."""
+        ...
+
+    def check_version(self) -> Plan[int | None]:
+        """Like :meth:`schema_version`, refusing a schema newer than the library."""
+        ...
+
+    # queues
+    def create_queue(self, name: str, options: QueueOptions) -> Plan[None]:
+        """Create a queue."""
+        ...
+
+    def update_queue(self, name: str, changes: dict[str, Any]) -> Plan[Queue]:
+        """Change a queue's settings; returns the new queue."""
+        ...
+
+    def delete_queue(self, name: str) -> Plan[None]:
+        """Delete a queue and its jobs."""
+        ...
+
+    def get_queue(self, name: str) -> Plan[Queue | None]:
+        """One queue, or None."""
+        ...
+
+    def queues(self) -> Plan[list[Queue]]:
+        """Every queue, by name."""
+        ...
+
+    def queue_stats(self, name: str) -> Plan[QueueStats]:
+        """Counts per state and the oldest wait."""
+        ...
+
+    # jobs
+    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID]]:
+        """Insert jobs (ids assigned) atomically."""
+        ...
+
+    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+        """Claim up to ``batch_size`` due jobs, in fetch order."""
+        ...
+
+    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """active -> completed."""
+        ...
+
+    def complete_and_fetch(
+        self, queue: str, targets: Targets, output_json: str | None, batch_size: int
+    ) -> Plan[Handoff] | None:
+        """``complete`` then ``fetch`` as one plan, or None (the store runs the two)."""
+        ...
+
+    def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """queued or active -> retry or failed (+ dead letter)."""
+        ...
+
+    def cancel(self, queue: str, targets: Targets) -> Plan[int]:
+        """queued or active -> cancelled."""
+        ...
+
+    def resume(self, queue: str, targets: Targets) -> Plan[int]:
+        """cancelled -> created."""
+        ...
+
+    def retry(self, queue: str, targets: Targets) -> Plan[int]:
+        """failed -> retry."""
+        ...
+
+    def touch(self, queue: str, targets: Targets) -> Plan[int]:
+        """Heartbeat active jobs."""
+        ...
+
+    def delete_jobs(self, queue: str, targets: Targets) -> Plan[int]:
+        """Delete jobs in any state."""
+        ...
+
+    def get_job(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """One job, or None."""
+        ...
+
+    def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
+        """Move dead letters back as fresh jobs."""
+        ...
+
+    # maintenance
+    def expire(self) -> Plan[int]:
+        """Fail jobs past their expiry."""
+        ...
+
+    def expire_heartbeats(self) -> Plan[int]:
+        """Fail jobs whose heartbeat timed out."""
+        ...
+
+    def remove_expired_retention(self) -> Plan[int]:
+        """Delete queued jobs past ``keep_until``."""
+        ...
+
+    def delete_finished(self) -> Plan[int]:
+        """Delete finished jobs past their deletion time."""
+        ...
+
+    def mark_maintained(self) -> Plan[None]:
+        """Record that maintenance ran."""
+        ...
+
+    def test_hooks(self) -> TestHooks:
+        """The plans the conformance suite uses to set up and read state."""
+        ...
+
+
+def missing_members(cls: type) -> list[str]:
+    """The members of :class:`Engine` that ``cls`` lacks (instance attributes aside, which
+    :meth:`Engine.configure` sets), or that are not of the expected kind."""
+    missing = []
+    for name in _class_members():
+        value = getattr(cls, name, None)
+        if value is None or (name != "description" and name in _METHODS and not callable(value)):
+            missing.append(name)
+    description = getattr(cls, "description", None)
+    if description is not None and not isinstance(description, EngineDescription):
+        missing.append("description (an EngineDescription)")
+    return missing
+
+
+_INSTANCE_ATTRIBUTES = frozenset({"name", "schema", "emulated", "capabilities"})
+_METHODS = frozenset(
+    n for n, v in vars(Engine).items() if callable(v) and not n.startswith("_")
+) | {"configure"}
+
+
+def _class_members() -> list[str]:
+    annotated = [n for n in Engine.__annotations__ if n not in _INSTANCE_ATTRIBUTES]
+    return sorted(set(annotated) | _METHODS)

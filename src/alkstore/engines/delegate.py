@@ -1,0 +1,169 @@
+"""An engine made of a description plus a built-in engine it delegates to.
+
+A plug-in engine for a PostgreSQL-compatible server rarely needs SQL of its own: it
+describes the server (:class:`~alkstore.core.description.EngineDescription`) and lets the
+postgres engine build every plan for that description, overriding the few operations that
+differ. It satisfies :class:`~alkstore.core.contracts.Engine` without subclassing the
+postgres engine, whose internals stay free to change.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from ..core.contracts import TestHooks
+from ..core.description import EngineDescription, ServerInfo
+from ..core.options import NewJob, QueueOptions
+from ..core.plans import Plan
+from ..core.records import Handoff, Job, Queue, QueueStats
+from ..core.targets import Targets
+from ..core.validation import check_engine_options
+from .postgres import PostgresEngine
+
+
+class DelegatingEngine:
+    """Every operation is :attr:`inner`'s, built for this class's description.
+
+    Subclasses set :attr:`description` (and :attr:`inner_class` when they build on another
+    built-in engine) and override only the operations that differ.
+    """
+
+    description: ClassVar[EngineDescription]
+    inner_class: ClassVar[type[PostgresEngine]] = PostgresEngine
+    """The engine that builds the plans."""
+    option_names: ClassVar[frozenset[str]] = frozenset()
+    session_setup: ClassVar[tuple[str, ...]] = PostgresEngine.session_setup
+    """The inner engine's (set it too when :attr:`inner_class` changes)."""
+
+    def __init__(self, inner: PostgresEngine) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.schema = inner.schema
+        self.emulated = inner.emulated
+        self.capabilities = inner.capabilities
+
+    @classmethod
+    def configure(
+        cls,
+        schema: str,
+        options: Mapping[str, Any],
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+    ) -> DelegatingEngine:
+        """The engine on ``schema``; ``options`` must be among :attr:`option_names`."""
+        check_engine_options(cls.option_names, options)
+        described = cls.description
+        return cls(cls.inner_class(schema, emulated=emulated, server=server, description=described))
+
+    def migrate(self) -> list[Plan[Any]]:
+        """See :meth:`alkstore.core.contracts.Engine.migrate`."""
+        return self.inner.migrate()
+
+    def schema_version(self) -> Plan[int | None]:
+        """See :meth:`alkstore.core.contracts.Engine.schema_version`."""
+        return self.inner.schema_version()
+
+    def check_version(self) -> Plan[int | None]:
+        """See :meth:`alkstore.core.contracts.Engine.check_version`."""
+        return self.inner.check_version()
+
+    def create_queue(self, name: str, options: QueueOptions) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.Engine.create_queue`."""
+        return self.inner.create_queue(name, options)
+
+    def update_queue(self, name: str, changes: dict[str, Any]) -> Plan[Queue]:
+        """See :meth:`alkstore.core.contracts.Engine.update_queue`."""
+        return self.inner.update_queue(name, changes)
+
+    def delete_queue(self, name: str) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.Engine.delete_queue`."""
+        return self.inner.delete_queue(name)
+
+    def get_queue(self, name: str) -> Plan[Queue | None]:
+        """See :meth:`alkstore.core.contracts.Engine.get_queue`."""
+        return self.inner.get_queue(name)
+
+    def queues(self) -> Plan[list[Queue]]:
+        """See :meth:`alkstore.core.contracts.Engine.queues`."""
+        return self.inner.queues()
+
+    def queue_stats(self, name: str) -> Plan[QueueStats]:
+        """See :meth:`alkstore.core.contracts.Engine.queue_stats`."""
+        return self.inner.queue_stats(name)
+
+    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID]]:
+        """See :meth:`alkstore.core.contracts.Engine.send`."""
+        return self.inner.send(queue, jobs)
+
+    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.fetch`."""
+        return self.inner.fetch(queue, batch_size)
+
+    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.complete`."""
+        return self.inner.complete(queue, targets, output_json)
+
+    def complete_and_fetch(
+        self, queue: str, targets: Targets, output_json: str | None, batch_size: int
+    ) -> Plan[Handoff] | None:
+        """See :meth:`alkstore.core.contracts.Engine.complete_and_fetch`."""
+        return self.inner.complete_and_fetch(queue, targets, output_json, batch_size)
+
+    def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.fail`."""
+        return self.inner.fail(queue, targets, output_json)
+
+    def cancel(self, queue: str, targets: Targets) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.cancel`."""
+        return self.inner.cancel(queue, targets)
+
+    def resume(self, queue: str, targets: Targets) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.resume`."""
+        return self.inner.resume(queue, targets)
+
+    def retry(self, queue: str, targets: Targets) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.retry`."""
+        return self.inner.retry(queue, targets)
+
+    def touch(self, queue: str, targets: Targets) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.touch`."""
+        return self.inner.touch(queue, targets)
+
+    def delete_jobs(self, queue: str, targets: Targets) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.delete_jobs`."""
+        return self.inner.delete_jobs(queue, targets)
+
+    def get_job(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """See :meth:`alkstore.core.contracts.Engine.get_job`."""
+        return self.inner.get_job(queue, job_id)
+
+    def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.redrive`."""
+        return self.inner.redrive(dlq, to, limit)
+
+    def expire(self) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.expire`."""
+        return self.inner.expire()
+
+    def expire_heartbeats(self) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.expire_heartbeats`."""
+        return self.inner.expire_heartbeats()
+
+    def remove_expired_retention(self) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.remove_expired_retention`."""
+        return self.inner.remove_expired_retention()
+
+    def delete_finished(self) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.delete_finished`."""
+        return self.inner.delete_finished()
+
+    def mark_maintained(self) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.Engine.mark_maintained`."""
+        return self.inner.mark_maintained()
+
+    def test_hooks(self) -> TestHooks:
+        """See :meth:`alkstore.core.contracts.Engine.test_hooks`."""
+        return self.inner.test_hooks()

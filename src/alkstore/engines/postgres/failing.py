@@ -1,0 +1,228 @@
+"""Failing (fail, expiry, heartbeat timeouts) with dead-letter copies, and redrive."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from ...core.errors import (
+    QueueNotFound,
+)
+from ...core.plans import Plan, Statement, Steps
+from ...core.states import QUEUED, Operation
+from ...core.targets import Targets
+from .base import EngineBase
+from .schema import in_list
+from .sql import (
+    accepted,
+    columns,
+    count_of,
+    fence,
+    seconds_after,
+    target_params,
+)
+
+TIMED_OUT = json.dumps({"message": "job timed out"})
+HEARTBEAT_TIMED_OUT = json.dumps({"message": "heartbeat timed out"})
+
+# The retry delay in seconds, spec §4 (engines compute it in SQL within the core's bounds).
+# The uniform draw U of the formula arrives bound, as the targets' ``t.jitter``.
+RETRY_DELAY_SQL = """(CASE WHEN j.retry_backoff THEN
+      CASE WHEN j.retry_delay_max IS NULL THEN {raw}
+           ELSE LEAST(j.retry_delay_max::float8, {raw}) END
+    ELSE j.retry_delay::float8 END)""".format(
+    raw="GREATEST(j.retry_delay, 1)::float8 * power(2::float8, LEAST(16, j.retry_count)) "
+    "* (1 + t.jitter)"
+)
+WILL_RETRY = "j.retry_count < j.retry_limit"
+
+
+RETRY_AT = seconds_after("now()", RETRY_DELAY_SQL)
+"""When a failed attempt may run again (its ``keep_until`` counts from there)."""
+
+COPIED_COLUMNS = ("name", "id", "state", "priority", "retry_count", "data", "output", "dead_letter")
+"""Columns of a failed job that the split-statement path binds into its dead-letter copy."""
+
+
+def jitters(n: int) -> list[float]:
+    """One uniform draw in [0, 1) per failed attempt: the retry delay's jitter (spec §4)."""
+    return [random.random() for _ in range(n)]
+
+
+class FailMixin(EngineBase):
+    """Plans that fail jobs (retry or failed) and move dead letters back."""
+
+    # A failure is two UPDATEs over the same targets, one for the attempts that will retry
+    # and one for those that fail for good, instead of one UPDATE choosing with CASE: sharded
+    # Citus refuses now() inside CASE, random() anywhere in an UPDATE, and a sub-SELECT of
+    # now() across shards. So the retry jitter is bound (one uniform draw per target, drawn
+    # here), times are shifted with :func:`seconds_after`, and no CASE holds now().
+
+    def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+        """queued or active -> retry or failed; dead-letter copies in the same transaction."""
+        # A bare id fails a queued or active job; a Job only its own, still active attempt.
+        where = (
+            f"j.name = $1 AND j.state IN {accepted(Operation.FAIL)} AND {fence()} "
+            "AND (t.retry_count IS NULL OR j.state = 'active')"
+        )
+        source = "unnest($2::uuid[], $3::int[], $4::float8[]) AS t(id, retry_count, jitter)"
+        params = (queue, *target_params(targets), jitters(len(targets.ids)), output_json)
+        return self._plan(
+            "fail",
+            lambda: self._fail_steps(source, where, "$5", params),
+            transaction=not self.capabilities.multi_mutation_cte,
+        )
+
+    def expire(self) -> Plan[int]:
+        """Fail active jobs that ran past ``started_on + expire_seconds``."""
+        return self._overdue_plan(
+            "expire", seconds_after("j.started_on", "j.expire_seconds"), TIMED_OUT
+        )
+
+    def expire_heartbeats(self) -> Plan[int]:
+        """Fail active jobs whose heartbeat is older than ``heartbeat_seconds``."""
+        return self._overdue_plan(
+            "expire_heartbeats",
+            seconds_after("j.heartbeat_on", "j.heartbeat_seconds"),
+            HEARTBEAT_TIMED_OUT,
+        )
+
+    def _overdue_plan(self, name: str, deadline: str, output_json: str) -> Plan[int]:
+        """Fail the active attempts whose ``deadline`` has passed.
+
+        The overdue attempts are found first, then failed as targets (a jitter each), fenced
+        to the attempt found and with the deadline checked again: one that finished or sent a
+        heartbeat in between is left alone.
+        """
+        overdue = f"j.state IN {accepted(Operation.EXPIRE)} AND {deadline} < now()"
+        find = Statement(f"SELECT j.name, j.id, j.retry_count FROM {self.s}.job j WHERE {overdue}")
+        source = (
+            "unnest($1::text[], $2::uuid[], $3::int[], $4::float8[]) "
+            "AS t(name, id, retry_count, jitter)"
+        )
+        where = f"j.name = t.name AND j.id = t.id AND j.retry_count = t.retry_count AND {overdue}"
+
+        def steps() -> Steps[int]:
+            rows = yield find
+            if not rows:
+                return 0
+            found = columns(rows, ("name", "id", "retry_count"))
+            params = (*found, jitters(len(rows)), output_json)
+            return (yield from self._fail_steps(source, where, "$5", params))
+
+        return self._plan(name, steps, transaction=not self.capabilities.multi_mutation_cte)
+
+    def _retry_update(self, source: str, where: str, output: str) -> str:
+        """The UPDATE of the targets that will run again, after the retry delay."""
+        return f"""UPDATE {self.s}.job j SET state = 'retry',
+                start_after = {RETRY_AT},
+                keep_until = {seconds_after(RETRY_AT, "j.retention_seconds")},
+                output = {output}::text::jsonb
+            FROM {source}
+            WHERE {where} AND {WILL_RETRY}
+            RETURNING j.id"""
+
+    def _failed_update(self, source: str, where: str, output: str) -> str:
+        """The UPDATE of the targets out of retries; returns what a dead-letter copy needs."""
+        return f"""UPDATE {self.s}.job j SET state = 'failed', completed_on = now(),
+                output = {output}::text::jsonb
+            FROM {self.s}.queue sq, {source}
+            WHERE sq.name = j.name AND {where} AND NOT {WILL_RETRY}
+            RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
+                j.data::text AS data, j.output::text AS output, sq.dead_letter"""
+
+    def _dead_letter_insert(self, source: str) -> str:
+        """INSERT of dead-letter copies of the failed rows ``f`` of ``source``."""
+        return f"""INSERT INTO {self.s}.job (id, name, data, output, priority, retry_limit,
+                retry_delay, retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
+                retention_seconds, deletion_seconds, policy, start_after, keep_until,
+                source_queue, source_id, source_retry_count)
+            SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
+                q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
+                q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
+                q.policy, now(), now() + q.retention_seconds * interval '1 second',
+                f.name, f.id, f.retry_count
+            FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
+            WHERE f.state = 'failed'"""
+
+    def _fail_steps(
+        self, source: str, where: str, output: str, params: tuple[Any, ...]
+    ) -> Steps[int]:
+        """Fail the targets of ``source`` matching ``where``; how many were changed."""
+        retry = self._retry_update(source, where, output)
+        failed = self._failed_update(source, where, output)
+        if self.capabilities.multi_mutation_cte:
+            # The two UPDATEs never touch the same row (a row either will retry or not).
+            rows = yield Statement(
+                f"""WITH retried AS ({retry}), failed AS ({failed}),
+                    dead AS ({self._dead_letter_insert("failed f")} RETURNING 1)
+                SELECT (SELECT count(*) FROM retried) + (SELECT count(*) FROM failed) AS n""",
+                params,
+            )
+            return count_of(rows)
+        retried = yield Statement(retry, params)
+        gone = yield Statement(failed, params)
+        dead = [r for r in gone if r["dead_letter"] is not None]
+        if dead:
+            copy = self._dead_letter_insert(
+                "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], "
+                "$7::text[], $8::text[]) AS f(name, id, state, priority, retry_count, data, "
+                "output, dead_letter)"
+            )
+            yield Statement(copy, columns(dead, COPIED_COLUMNS))
+        return len(retried) + len(gone)
+
+    def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
+        """Move up to ``limit`` queued jobs of ``dlq`` back to their source queue (or ``to``)
+        as fresh jobs (new id, ``retry_count`` 0, the target queue's settings)."""
+        s = self.s
+        lock = (
+            " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
+        )
+        pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target
+            FROM {s}.job d JOIN {s}.queue q ON q.name = coalesce($2::text, d.source_queue)
+            WHERE d.name = $1 AND d.state IN {in_list(QUEUED)}
+            ORDER BY d.created_on, d.id LIMIT $3{lock}"""
+
+        def insert(source: str) -> str:
+            return f"""INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
+                    retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
+                    retention_seconds, deletion_seconds, policy, start_after, keep_until)
+                SELECT gen_random_uuid(), q.name, m.data::jsonb, m.priority, q.retry_limit,
+                    q.retry_delay, q.retry_backoff, q.retry_delay_max, q.expire_seconds,
+                    q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds, q.policy,
+                    now(), now() + q.retention_seconds * interval '1 second'
+                FROM {source} JOIN {s}.queue q ON q.name = m.target"""
+
+        def steps() -> Steps[int]:
+            rows = yield Statement(
+                f"SELECT name FROM {s}.queue WHERE name = $1 OR name = $2::text", (dlq, to)
+            )
+            for field, queue in (("dlq", dlq), ("to", to)):
+                if queue is not None and queue not in {r["name"] for r in rows}:
+                    raise QueueNotFound(queue, field=field)
+            if self.capabilities.multi_mutation_cte:
+                rows = yield Statement(
+                    f"""WITH pick AS ({pick}),
+                        moved AS (DELETE FROM {s}.job d USING pick
+                            WHERE d.name = pick.name AND d.id = pick.id RETURNING d.id),
+                        added AS ({insert("pick m")} RETURNING 1)
+                    SELECT count(*) AS n FROM added""",
+                    (dlq, to, limit),
+                )
+                return count_of(rows)
+            picked = yield Statement(pick, (dlq, to, limit))
+            if not picked:
+                return 0
+            yield Statement(
+                f"DELETE FROM {s}.job WHERE name = $1 AND id = ANY($2::uuid[])",
+                (dlq, [r["id"] for r in picked]),
+            )
+            yield Statement(
+                insert("unnest($1::text[], $2::int[], $3::text[]) AS m(data, priority, target)"),
+                columns(picked, ("data", "priority", "target")),
+            )
+            return len(picked)
+
+        return self._plan("redrive", steps, transaction=True)

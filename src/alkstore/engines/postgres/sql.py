@@ -1,0 +1,85 @@
+"""SQL fragments every operation family of the postgres engine shares.
+
+Only constants of the library and quoted identifiers are interpolated here; values are
+always bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ...core.plans import Row
+from ...core.records import as_int
+from ...core.states import TRANSITIONS, Operation
+from ...core.targets import Targets
+from .schema import in_list
+
+JOB_COLUMNS = (
+    "id, name, data::text AS data, state, priority, retry_count, retry_limit, retry_delay, "
+    "retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds, retention_seconds, "
+    "deletion_seconds, singleton_key, group_id, group_tier, start_after, created_on, "
+    "started_on, completed_on, heartbeat_on, keep_until, output::text AS output, "
+    "source_queue, source_id, source_retry_count"
+)
+RETURNED_JOB_COLUMNS = ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))
+""":data:`JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
+QUEUE_COLUMNS = (
+    "name, policy, retry_limit, retry_delay, retry_backoff, retry_delay_max, expire_seconds, "
+    "heartbeat_seconds, retention_seconds, deletion_seconds, dead_letter, partition, "
+    "created_on, updated_on"
+)
+INT_COLUMNS = frozenset({"priority", "retry_count"})
+
+
+def accepted(operation: Operation) -> str:
+    """The ``IN`` list of the states ``operation`` accepts, from the core's transition table."""
+    return in_list(TRANSITIONS[operation][0])
+
+
+def seconds_after(moment: str, seconds: str) -> str:
+    """SQL for ``moment + seconds * interval '1 second'`` built from IMMUTABLE parts only.
+
+    ``timestamptz + interval`` is STABLE (a day's length depends on the session's time zone),
+    and sharded Citus refuses a STABLE function applied to column references in an UPDATE or
+    DELETE ("STABLE functions used in UPDATE queries cannot be called with column
+    references"): each worker would compute it with its own settings. In UTC every day is
+    24 hours, so shifting the UTC wall-clock time is the same arithmetic, and IMMUTABLE.
+    ``now()`` itself may appear as ``moment``: without column arguments Citus evaluates it
+    once on the coordinator. A NULL ``seconds`` gives NULL, as the plain sum would.
+    """
+    return f"timezone('UTC', timezone('UTC', {moment}) + {seconds} * interval '1 second')"
+
+
+def fence(alias: str = "t") -> str:
+    """Join condition of a target row: a bare id, or an id fenced to one attempt.
+
+    Every fetch after a job's first raises its ``retry_count``, so within the active state
+    ``(id, retry_count)`` names exactly one attempt (the attempt's ``started_on`` adds
+    nothing, and binding it would cost a timestamp array per call).
+    """
+    return (
+        f"j.id = {alias}.id AND ({alias}.retry_count IS NULL OR "
+        f"j.retry_count = {alias}.retry_count)"
+    )
+
+
+def targets_sql(first: int) -> str:
+    """``unnest`` of the two target arrays bound at ``$first`` and ``$first+1``."""
+    return f"unnest(${first}::uuid[], ${first + 1}::int[]) AS t(id, retry_count)"
+
+
+def columns(rows: Sequence[Row], names: Sequence[str]) -> tuple[list[Any], ...]:
+    """Rows read back, as one array per column to bind again (integers coerced: CockroachDB
+    may have sent them as text, and asyncpg binds only ints into ``int[]``)."""
+    return tuple([as_int(r[n]) if n in INT_COLUMNS else r[n] for r in rows] for n in names)
+
+
+def count_of(rows: Sequence[Row]) -> int:
+    """Result mapper of a statement that returns ``count(*) AS n``."""
+    return as_int(rows[0]["n"])
+
+
+def target_params(targets: Targets) -> tuple[Any, ...]:
+    """The bound values of :func:`targets_sql`: ids and (fencing) retry counts."""
+    return (targets.ids, targets.retry_counts)
