@@ -86,6 +86,19 @@ def test_drain(_bench_dsn: str, tmp_path: Path) -> None:
     assert plot.stat().st_size > 0
 
 
+def test_drain_through_work(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "drain --jobs 200 --consumers 1,2 --batch 1,10 --driver psycopg+work,asyncpg+work",
+    )
+    rows = doc["results"]
+    for driver in ("psycopg+work", "asyncpg+work"):
+        assert cells(rows, driver=driver) == {(1, 1), (2, 1), (1, 10), (2, 10)}
+    for row in rows:
+        check_drained(row, 200)
+
+
 def test_contention(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(_bench_dsn, tmp_path, "contention --jobs 100 --consumers 2 --batch 1,10")
     rows = doc["results"]
@@ -124,11 +137,12 @@ def test_enqueue(_bench_dsn: str, tmp_path: Path) -> None:
 
 def test_latency(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(_bench_dsn, tmp_path, "latency --rate 40 --duration 0.5 --poll-interval 0.01")
-    (row,) = doc["results"]
-    assert row["received"] == row["sent"] == 20
-    assert row["p50_ms"] > 0
-    assert row["poll_interval_ms"] == 10
-    assert row["with_wakeups"].startswith("not available")
+    polled, worked = doc["results"]
+    assert (polled["consumer"], worked["consumer"]) == ("poll", "work()")
+    for row in (polled, worked):
+        assert row["received"] == row["sent"] == 20
+        assert row["p50_ms"] > 0
+    assert polled["poll_interval_ms"] == 10
 
 
 def test_scale(_bench_dsn: str, tmp_path: Path) -> None:

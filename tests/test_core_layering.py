@@ -27,6 +27,7 @@ EXPECTED_MODULES = {
     "plans",
     "records",
     "retry",
+    "schedules",
     "states",
     "targets",
     "validation",

@@ -159,3 +159,14 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
             return _contention_result(plan)
         attempt += 1
         await asyncio.sleep(pause)
+
+
+def run_in_session(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:
+    """Run ``plan``'s statements on ``session``, inside whatever transaction it has open
+    (a transactional worker's); errors pass through untranslated."""
+    return _drive(session, driver, plan)
+
+
+async def run_in_session_async(session: AsyncSession, driver: AsyncDriver, plan: Plan[T]) -> T:
+    """See :func:`run_in_session`."""
+    return await _drive_async(session, driver, plan)

@@ -7,6 +7,8 @@ are the same operations as coroutines.
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from types import TracebackType
@@ -19,15 +21,20 @@ from .core.description import ServerInfo
 from .core.errors import InvalidOptions, QueueExists
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.schedules import Schedule
 from .core.targets import IdLike
 from .core.validation import int_at_least, schema_name
 from .drivers import async_driver, sync_driver
 from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
 from .engines import engine_class
 from .engines.detect import detect_plan
+from .engines.postgres.runtime import runtime_engine
+from .messaging import Messaging
 from .operations import Operations
 from .runner import run_async, run_sync
 from .target import AUTO, Target, build_engine, resolve_target
+from .worker import AsyncWorker, Worker, start, start_async
+from .worker.runtime import AsyncStoreRuntime, StoreRuntime
 
 Ids = IdLike | Iterable[IdLike]
 
@@ -52,8 +59,11 @@ class Store:
         return run_sync(self._source, self.driver, plan)
 
     def close(self) -> None:
-        """Close the connections this store opened (never a connection you passed in)."""
+        """Stop its workers, then close the connections this store opened (never a
+        connection you passed in)."""
         try:
+            if "_runtime" in self.__dict__:
+                self._runtime.close()
             self._source.close()
         finally:
             if self._on_close is not None:
@@ -125,11 +135,13 @@ class Store:
     def send(self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]) -> uuid.UUID:
         """Send one job; returns its id. Options: see :class:`~alkstore.core.options.JobOptions`."""
         result: uuid.UUID = self._run(self._ops.send(queue, data, options))
+        self._wake(queue)
         return result
 
     def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
         """Send many jobs in one statement; each is ``{"data": ..., **options}``."""
         result: list[uuid.UUID] = self._run(self._ops.send_many(queue, jobs))
+        self._wake(queue)
         return result
 
     def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
@@ -163,11 +175,11 @@ class Store:
 
     def resume(self, queue: str, ids: Ids) -> int:
         """Resume cancelled jobs."""
-        return int(self._run(self._ops.resume(queue, ids)))
+        return self._woke(queue, int(self._run(self._ops.resume(queue, ids))))
 
     def retry(self, queue: str, ids: Ids) -> int:
         """Give failed jobs one more attempt."""
-        return int(self._run(self._ops.retry(queue, ids)))
+        return self._woke(queue, int(self._run(self._ops.retry(queue, ids))))
 
     def delete_jobs(self, queue: str, ids: Ids) -> int:
         """Delete jobs in any state."""
@@ -192,6 +204,97 @@ class Store:
         self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
 
+    # workers
+    def work(self, queue: str, handler: Callable[..., Any], **options: Any) -> Worker:
+        """Start a worker on ``queue`` now, in background threads; returns it (stop it with
+        ``worker.stop()`` or a ``with`` block). See ``docs/workers.md``.
+
+        ``handler(job)`` returns the job's output; an exception fails the job with
+        ``{"name", "message", "stack"}``; ``handler(job, ctx)`` also gets a
+        :class:`~alkstore.worker.JobContext`. Options (:class:`~alkstore.worker.WorkOptions`):
+        ``concurrency``, ``batch`` + ``batch_size``, ``transactional``, ``poll_interval``,
+        ``watch_interval``, ``maintenance``, ``maintenance_interval``, ``on_event``.
+        """
+        return start(self, queue, handler, options)
+
+    _listen_at: tuple[str, DriverSettings] | None = None
+    """Where the worker runtime opens its LISTEN connection (None: a caller's connection)."""
+
+    @functools.cached_property
+    def _runtime(self) -> StoreRuntime:
+        return StoreRuntime(self)
+
+    def _wake(self, queue: str) -> None:
+        if "_runtime" in self.__dict__:
+            self._runtime.wakeups.wake(queue)
+
+    def _woke(self, queue: str, changed: int) -> int:
+        if changed:
+            self._wake(queue)
+        return changed
+
+    # cron and pub/sub
+    @functools.cached_property
+    def _messaging(self) -> Messaging:
+        return Messaging(runtime_engine(self.engine))
+
+    def schedule(
+        self,
+        name: str,
+        cron: str,
+        data: Any = None,
+        *,
+        tz: str = "UTC",
+        key: str = "",
+        missed: str = "skip",
+        **send_options: Any,
+    ) -> None:
+        """Send a job with ``data`` to queue ``name`` at every slot of ``cron`` (in ``tz``),
+        exactly one per slot however many processes run workers; ``key`` tells several
+        schedules of one queue apart. ``missed="once"`` fires the latest slot missed while
+        no worker ran, ``"skip"`` does not. Replaces the schedule ``(name, key)``."""
+        plan = self._messaging.schedule(
+            name, cron, data, tz=tz, key=key, missed=missed, options=send_options
+        )
+        self._run(plan)
+
+    def unschedule(self, name: str, key: str = "") -> bool:
+        """Remove the schedule ``(name, key)``; True if there was one."""
+        return bool(self._run(self._messaging.unschedule(name, key)))
+
+    def schedules(self) -> list[Schedule]:
+        """Every schedule, by name and key."""
+        result: list[Schedule] = self._run(self._messaging.schedules())
+        return result
+
+    def fire_schedules(self, *, now: dt.datetime | None = None) -> int:
+        """Send the jobs of the due slots now (workers' supervisors do this every pass);
+        ``now`` overrides the database's clock. Returns how many jobs were sent."""
+        fired = int(self._run(self._messaging.fire_schedules(now)))
+        if fired and "_runtime" in self.__dict__:
+            for queue in self._runtime.wakeups.queues():
+                self._wake(queue)
+        return fired
+
+    def subscribe(self, event: str, queue: str) -> None:
+        """Make :meth:`publish` of ``event`` send a job to ``queue``."""
+        self._run(self._messaging.subscribe(event, queue))
+
+    def unsubscribe(self, event: str, queue: str) -> bool:
+        """Stop sending ``event`` to ``queue``; True if it was subscribed."""
+        return bool(self._run(self._messaging.unsubscribe(event, queue)))
+
+    def publish(self, event: str, data: Any = None, **send_options: Any) -> list[uuid.UUID]:
+        """Send one job with ``data`` to every queue subscribed to ``event``, in one statement
+        (every queue gets its job or, on an error, none does); returns their ids in the
+        order of the queues' names."""
+        sent: list[tuple[str, uuid.UUID]] = self._run(
+            self._messaging.publish(event, data, send_options)
+        )
+        for queue in {q for q, _ in sent}:
+            self._wake(queue)
+        return [job_id for _, job_id in sent]
+
 
 class AsyncStore:
     """The async face: the methods of :class:`Store` as coroutines. Task-safe."""
@@ -213,8 +316,10 @@ class AsyncStore:
         return await run_async(self._source, self.driver, plan)
 
     async def close(self) -> None:
-        """Close the connections this store opened (never a connection you passed in)."""
+        """See :meth:`Store.close`."""
         try:
+            if "_runtime" in self.__dict__:
+                await self._runtime.close()
             await self._source.close()
         finally:
             if self._on_close is not None:
@@ -280,11 +385,13 @@ class AsyncStore:
     ) -> uuid.UUID:
         """See :meth:`Store.send`."""
         result: uuid.UUID = await self._run(self._ops.send(queue, data, options))
+        self._wake(queue)
         return result
 
     async def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
         """See :meth:`Store.send_many`."""
         result: list[uuid.UUID] = await self._run(self._ops.send_many(queue, jobs))
+        self._wake(queue)
         return result
 
     async def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
@@ -313,11 +420,11 @@ class AsyncStore:
 
     async def resume(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.resume`."""
-        return int(await self._run(self._ops.resume(queue, ids)))
+        return self._woke(queue, int(await self._run(self._ops.resume(queue, ids))))
 
     async def retry(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.retry`."""
-        return int(await self._run(self._ops.retry(queue, ids)))
+        return self._woke(queue, int(await self._run(self._ops.retry(queue, ids))))
 
     async def delete_jobs(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.delete_jobs`."""
@@ -341,6 +448,83 @@ class AsyncStore:
         counts = {field: await self._run(plan) for field, plan in self._ops.maintenance()}
         await self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
+
+    async def work(self, queue: str, handler: Callable[..., Any], **options: Any) -> AsyncWorker:
+        """See :meth:`Store.work`: here the worker runs as tasks of the running event loop,
+        ``handler`` is a coroutine function, and ``ctx`` an
+        :class:`~alkstore.worker.AsyncJobContext`."""
+        return await start_async(self, queue, handler, options)
+
+    _listen_at: tuple[str, DriverSettings] | None = None
+    """See :attr:`Store._listen_at`."""
+
+    @functools.cached_property
+    def _runtime(self) -> AsyncStoreRuntime:
+        return AsyncStoreRuntime(self)
+
+    def _wake(self, queue: str) -> None:
+        if "_runtime" in self.__dict__:
+            self._runtime.wakeups.wake(queue)
+
+    def _woke(self, queue: str, changed: int) -> int:
+        if changed:
+            self._wake(queue)
+        return changed
+
+    @functools.cached_property
+    def _messaging(self) -> Messaging:
+        return Messaging(runtime_engine(self.engine))
+
+    async def schedule(
+        self,
+        name: str,
+        cron: str,
+        data: Any = None,
+        *,
+        tz: str = "UTC",
+        key: str = "",
+        missed: str = "skip",
+        **send_options: Any,
+    ) -> None:
+        """See :meth:`Store.schedule`."""
+        plan = self._messaging.schedule(
+            name, cron, data, tz=tz, key=key, missed=missed, options=send_options
+        )
+        await self._run(plan)
+
+    async def unschedule(self, name: str, key: str = "") -> bool:
+        """See :meth:`Store.unschedule`."""
+        return bool(await self._run(self._messaging.unschedule(name, key)))
+
+    async def schedules(self) -> list[Schedule]:
+        """See :meth:`Store.schedules`."""
+        result: list[Schedule] = await self._run(self._messaging.schedules())
+        return result
+
+    async def fire_schedules(self, *, now: dt.datetime | None = None) -> int:
+        """See :meth:`Store.fire_schedules`."""
+        fired = int(await self._run(self._messaging.fire_schedules(now)))
+        if fired and "_runtime" in self.__dict__:
+            for queue in self._runtime.wakeups.queues():
+                self._wake(queue)
+        return fired
+
+    async def subscribe(self, event: str, queue: str) -> None:
+        """See :meth:`Store.subscribe`."""
+        await self._run(self._messaging.subscribe(event, queue))
+
+    async def unsubscribe(self, event: str, queue: str) -> bool:
+        """See :meth:`Store.unsubscribe`."""
+        return bool(await self._run(self._messaging.unsubscribe(event, queue)))
+
+    async def publish(self, event: str, data: Any = None, **send_options: Any) -> list[uuid.UUID]:
+        """See :meth:`Store.publish`."""
+        sent: list[tuple[str, uuid.UUID]] = await self._run(
+            self._messaging.publish(event, data, send_options)
+        )
+        for queue in {q for q, _ in sent}:
+            self._wake(queue)
+        return [job_id for _, job_id in sent]
 
 
 POOLERS = ("pgbouncer",)
@@ -449,6 +633,8 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
         target.close()
         raise
     store = Store(chosen, drv, source, on_close=target.close)
+    if target.dsn is not None:
+        store._listen_at = (target.dsn, opts.settings(target))
     try:
         store.migrate() if opts.migrate else store._run(chosen.check_version())
     except BaseException:
@@ -482,6 +668,8 @@ async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
         target.close()
         raise
     store = AsyncStore(chosen, drv, source, on_close=target.close)
+    if target.dsn is not None:
+        store._listen_at = (target.dsn, opts.settings(target))
     try:
         await (store.migrate() if opts.migrate else store._run(chosen.check_version()))
     except BaseException:

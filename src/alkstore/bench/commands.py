@@ -421,7 +421,8 @@ def latency(
     )
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
-        def one(driver: str) -> Row:
+        def one(cell: tuple[str, str]) -> Row:
+            driver, consumer = cell
             return latency_bench.latency_cell(
                 server.dsn,
                 Backend(engine, driver, options.emulate),
@@ -430,20 +431,27 @@ def latency(
                 poll_interval=poll_interval,
                 batch=batch,
                 schema=_schema("alkstore"),
+                consumer=consumer,
             )
 
-        rows = _each(progress, "latency cells", drivers, one)
+        consumers = (latency_bench.POLL, latency_bench.WORK)
+        rows = _each(progress, "latency cells", [(d, c) for d in drivers for c in consumers], one)
         notes = [
-            f"Polling: a consumer fetches up to {batch} jobs and sleeps "
-            f"{poll_interval * 1000:g} ms after any fetch that was not full. "
-            "LISTEN/NOTIFY wake-ups do not exist yet, so that column is not available."
+            f"poll: a consumer fetches up to {batch} jobs and sleeps "
+            f"{poll_interval * 1000:g} ms after any fetch that was not full (send -> fetch). "
+            f"work(): store.work(concurrency={batch}) woken by LISTEN/NOTIFY, sends from a "
+            "second store (send -> handler start; pg8000 cannot listen, so it polls)."
         ]
         table = Table(
             f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes
         )
         chart = _bar_chart(
             "send -> fetch p50 / p99 ms",
-            {f"{r['driver']} {q}": r[f"{q}_ms"] or 0.0 for r in rows for q in ("p50", "p99")},
+            {
+                f"{r['driver']} {r['consumer']} {q}": r[f"{q}_ms"] or 0.0
+                for r in rows
+                for q in ("p50", "p99")
+            },
         )
         return Measured({"results": rows}, [table], chart)
 

@@ -26,6 +26,7 @@ from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
 from .progress import Progress
 from .results import Cell, DrainResult
 from .server import checkpoint, drop_schema
+from .work_drain import work_tasks, work_threads
 
 SYNC_DRIVERS = ("psycopg", "pg8000")
 """Driver names that drain with threads."""
@@ -35,6 +36,8 @@ DRIVERS = (*SYNC_DRIVERS, *ASYNC_DRIVERS)
 """Every driver name the benchmarks accept (each also with :data:`HANDOFF` appended)."""
 HANDOFF = "+handoff"
 """Driver-name suffix: consumers complete and fetch in one ``complete_and_fetch`` call."""
+WORK = "+work"
+"""Driver-name suffix: the drain runs through ``store.work()`` (see :mod:`.work_drain`)."""
 
 SEND_BATCH = 1000
 """Jobs per ``send_many`` when pre-enqueueing."""
@@ -60,18 +63,23 @@ class Backend:
         if self.base_driver not in DRIVERS:
             raise ValueError(
                 f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}"
-                f" (each optionally followed by {HANDOFF!r})"
+                f" (each optionally followed by {HANDOFF!r} or {WORK!r})"
             )
 
     @property
     def base_driver(self) -> str:
-        """The driver name without :data:`HANDOFF`."""
-        return self.driver.removesuffix(HANDOFF)
+        """The driver name without :data:`HANDOFF` or :data:`WORK`."""
+        return self.driver.removesuffix(HANDOFF).removesuffix(WORK)
 
     @property
     def handoff(self) -> bool:
         """Whether consumers drain with ``complete_and_fetch`` (see :data:`HANDOFF`)."""
         return self.driver.endswith(HANDOFF)
+
+    @property
+    def worker(self) -> bool:
+        """Whether the drain runs through ``store.work()`` (see :data:`WORK`)."""
+        return self.driver.endswith(WORK)
 
     @property
     def is_async(self) -> bool:
@@ -234,6 +242,11 @@ class _Drain:
     peak_rss: int | None = attrs.field(default=None, init=False)
 
     @property
+    def pool_size(self) -> int:
+        """One connection per consumer; a worker also fetches and watches on its own."""
+        return self.consumers + (2 if self.backend.worker else 0)
+
+    @property
     def warmup(self) -> int:
         """Jobs of the untimed warm-up drain."""
         return warmup_jobs(self.consumers, self.batch)
@@ -278,11 +291,13 @@ def drain_alkstore(
 
 
 def _drain_sync(d: _Drain) -> DrainResult:
-    with d.backend.open_sync(d.dsn, d.schema, pool_size=d.consumers) as store:
+    with d.backend.open_sync(d.dsn, d.schema, pool_size=d.pool_size) as store:
         for queue in (QUEUE, WARMUP_QUEUE):
             store.create_queue(queue)
 
         def loops(queue: str, tally: Tally) -> LoopOutcome:
+            if d.backend.worker:
+                return work_threads(store, queue, d.consumers, d.batch, tally, d.timeout)
             return store_threads(
                 store, queue, d.consumers, d.batch, tally, d.timeout, d.backend.handoff
             )
@@ -298,12 +313,14 @@ def _drain_sync(d: _Drain) -> DrainResult:
 
 
 async def _drain_async(d: _Drain) -> DrainResult:
-    store = await d.backend.open_async(d.dsn, d.schema, pool_size=d.consumers)
+    store = await d.backend.open_async(d.dsn, d.schema, pool_size=d.pool_size)
     async with store:
         for queue in (QUEUE, WARMUP_QUEUE):
             await store.create_queue(queue)
 
         async def loops(queue: str, tally: Tally) -> LoopOutcome:
+            if d.backend.worker:
+                return await work_tasks(store, queue, d.consumers, d.batch, tally, d.timeout)
             return await store_tasks(
                 store, queue, d.consumers, d.batch, tally, d.timeout, d.backend.handoff
             )
@@ -325,6 +342,7 @@ __all__ = [
     "QUEUE",
     "SEND_BATCH",
     "SYNC_DRIVERS",
+    "WORK",
     "Backend",
     "alkstore_row",
     "cell_schema",

@@ -1,17 +1,18 @@
-"""``bench latency``: how long a job waits between ``send`` and the ``fetch`` that returns it.
+"""``bench latency``: how long a job waits between ``send`` and the consumer getting it.
 
-A consumer polls: it fetches up to ``batch`` jobs, completes them, and sleeps
-``poll_interval`` seconds whenever a fetch came back short of a full batch. A sender sends one
-job every ``1 / rate`` seconds for ``duration`` seconds; each job carries the time its
-``send`` began, and the consumer records the time from then until its fetch returned. Both
-run in this process (threads for sync drivers, tasks for async ones), so the clocks agree.
-
-LISTEN/NOTIFY wake-ups do not exist in alkstore yet: the "with wake-ups" column says so.
+Two consumers per driver. ``poll``: a loop fetches up to ``batch`` jobs, completes them, and
+sleeps ``poll_interval`` seconds whenever a fetch came back short of a full batch (the wait
+ends when the fetch returned). ``work()``: a worker (``store.work``, concurrency ``batch``)
+woken by LISTEN/NOTIFY, with sends from a second store so that the wake-up crosses the
+server as it would between processes (the wait ends when the handler starts). A sender sends
+one job every ``1 / rate`` seconds for ``duration`` seconds; each job carries the time its
+``send`` began. Everything runs in this process, so the clocks agree.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -23,7 +24,10 @@ from .measure import Latency, reset_peak_rss
 from .report import BACKEND_COLUMNS, Column
 from .server import drop_schema
 
-WAKEUPS_UNAVAILABLE = "not available: LISTEN/NOTIFY wake-ups are not implemented yet"
+POLL, WORK = "poll", "work()"
+"""The two consumers of a latency cell."""
+WORK_POLL_INTERVAL = 1.0
+"""The worker's polling backstop: wake-ups, not polls, deliver its jobs."""
 
 COLUMNS = (
     *BACKEND_COLUMNS,
@@ -35,7 +39,7 @@ COLUMNS = (
     Column("p95_ms", "p95 ms", 1),
     Column("p99_ms", "p99 ms", 1),
     Column("max_ms", "max ms", 1),
-    Column("with_wakeups", "with wake-ups", justify="left"),
+    Column("consumer", "consumer", justify="left"),
 )
 
 
@@ -81,12 +85,18 @@ def latency_cell(
     poll_interval: float,
     batch: int,
     schema: str,
+    consumer: str = POLL,
 ) -> dict[str, Any]:
-    """Send at ``rate`` jobs/s for ``duration`` s against a polling consumer; one JSON row."""
+    """Send at ``rate`` jobs/s for ``duration`` s to ``consumer``; one JSON row."""
     total = max(1, round(rate * duration))
     try:
         args = (dsn, backend, rate, total, poll_interval, batch, schema)
-        waits = asyncio.run(_latency_async(*args)) if backend.is_async else _run_sync(*args)
+        if consumer == WORK:
+            waits = asyncio.run(_work_async(*args)) if backend.is_async else _work_sync(*args)
+        elif backend.is_async:
+            waits = asyncio.run(_latency_async(*args))
+        else:
+            waits = _run_sync(*args)
     finally:
         drop_schema(dsn, schema)
     latency = Latency.of(waits)
@@ -95,7 +105,9 @@ def latency_cell(
         {
             "rate": rate,
             "duration_s": duration,
-            "poll_interval_ms": round(poll_interval * 1000),
+            "poll_interval_ms": round(
+                (WORK_POLL_INTERVAL if consumer == WORK else poll_interval) * 1000
+            ),
             "batch": batch,
             "sent": total,
             "received": len(waits),
@@ -103,7 +115,7 @@ def latency_cell(
             "p95_ms": latency.p95_ms,
             "p99_ms": latency.p99_ms,
             "max_ms": max(waits) * 1000 if waits else None,
-            "with_wakeups": WAKEUPS_UNAVAILABLE,
+            "consumer": consumer,
         },
     )
 
@@ -162,4 +174,58 @@ async def _latency_async(
     return receiver.waits
 
 
-__all__ = ["COLUMNS", "WAKEUPS_UNAVAILABLE", "latency_cell"]
+def _work_sync(
+    dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
+) -> list[float]:
+    with (
+        backend.open_sync(dsn, schema, pool_size=batch + 4) as store,
+        backend.open_sync(dsn, schema, pool_size=1) as sender,
+    ):
+        store.create_queue(QUEUE)
+        receiver = _Receiver(total, rate)
+        done = threading.Event()
+        reset_peak_rss()
+
+        def handler(job: Job) -> None:
+            receiver.received([job])
+            if not receiver.running:
+                done.set()
+
+        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
+        with store.work(QUEUE, handler, concurrency=batch, **options):
+            for delay in _delays(total, rate):
+                if delay > 0:
+                    time.sleep(delay)
+                sender.send(QUEUE, _sent())
+            done.wait(max(0.0, receiver.deadline - time.monotonic()))
+    return receiver.waits
+
+
+async def _work_async(
+    dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
+) -> list[float]:
+    store = await backend.open_async(dsn, schema, pool_size=batch + 4)
+    sender = await backend.open_async(dsn, schema, pool_size=1)
+    async with store, sender:
+        await store.create_queue(QUEUE)
+        receiver = _Receiver(total, rate)
+        done = asyncio.Event()
+        reset_peak_rss()
+
+        async def handler(job: Job) -> None:
+            receiver.received([job])
+            if not receiver.running:
+                done.set()
+
+        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
+        async with await store.work(QUEUE, handler, concurrency=batch, **options):
+            for delay in _delays(total, rate):
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                await sender.send(QUEUE, _sent())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), receiver.deadline - time.monotonic())
+    return receiver.waits
+
+
+__all__ = ["COLUMNS", "POLL", "WORK", "latency_cell"]

@@ -1,4 +1,4 @@
-"""The ``alkstore`` command: demo, conformance, bench, migrate, queues.
+"""The ``alkstore`` command: demo, conformance, bench, migrate, queues, worker.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
 its parser and sets ``handler`` (a function taking the parsed arguments and returning the
@@ -12,7 +12,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-SUBCOMMANDS = ("demo", "conformance", "bench", "admin")
+SUBCOMMANDS = ("demo", "conformance", "bench", "admin", "worker")
 """Modules of this package that register subcommands."""
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import commands
-from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF
+from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, WORK
 from ..bench.peers import PEERS
 from ..bench.report import err
 
@@ -96,10 +96,10 @@ def _backend(parser: argparse.ArgumentParser, engine: bool = True) -> None:
         )
     parser.add_argument(
         "--driver",
-        type=name_list([*DRIVERS, *(d + HANDOFF for d in DRIVERS)]),
+        type=name_list([*DRIVERS, *(d + s for d in DRIVERS for s in (HANDOFF, WORK))]),
         default=["psycopg"],
         help=f"comma-separated: {', '.join(DRIVERS)} (default psycopg); a name followed by "
-        f"{HANDOFF} drains with complete_and_fetch",
+        f"{HANDOFF} drains with complete_and_fetch, by {WORK} through store.work()",
     )
 
 

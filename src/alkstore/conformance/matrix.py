@@ -47,6 +47,9 @@ AREA_ORDER = (
     "maintenance",
     "delivery",
     "schema",
+    "worker",
+    "cron",
+    "pubsub",
     "model_stateful",
 )
 """Areas in the order the matrix lists them; others follow alphabetically."""

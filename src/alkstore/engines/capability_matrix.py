@@ -30,6 +30,8 @@ CONSULTED = frozenset(
         "serialization_retries",
         "single_connection",
         "plpgsql",
+        "listen_notify",
+        "transactional_heartbeat",
     }
 )
 """Capabilities that some product code reads (``tests/test_capability_matrix.py`` checks this

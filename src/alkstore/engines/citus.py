@@ -89,15 +89,22 @@ class CitusDistributedEngine(CitusEngine):
         return CitusTestHooks(self.s, retry_serialization=caps.serialization_retries)
 
     def after_install(self) -> list[Statement]:
-        """Make ``queue`` a reference table and distribute ``job`` by ``name``.
+        """Make ``queue`` (and the worker runtime's tables) reference tables and distribute
+        ``job`` by ``name``.
 
         Skipped when emulated: stock PostgreSQL has no Citus functions; the guard then
         enforces what a distributed table would demand of every statement.
         """
         if self.emulated:
             return []
+        # The worker runtime's tables (schema v2) are small and read everywhere: reference
+        # tables, made after queue, which their foreign keys point at.
+        reference = ("queue", "supervisor", "schedule", "subscription")
         return [
-            Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.queue",)),
+            *(
+                Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.{table}",))
+                for table in reference
+            ),
             Statement("SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)),
         ]
 

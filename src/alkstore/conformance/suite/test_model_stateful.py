@@ -75,6 +75,8 @@ QUEUES: dict[str, dict[str, Any]] = {
 """Queues of every run (created in this order). ``dlq`` only receives dead-letter copies."""
 
 WORK_QUEUES = ("q0", "q2")
+EVENT = "model.event"
+"""The event the work queues subscribe to."""
 ADVANCES = (5, 30, 60, 200)
 SLACK_MARGIN = 0.5
 """Seconds added to the measured run time for the engine's lead over the model's clock."""
@@ -217,6 +219,8 @@ class ModelMachine(RuleBasedStateMachine):
         self.label: dict[uuid.UUID, str] = {}
         self.handles: list[Target] = []
         """Every id sent and every attempt fetched or re-read, in order."""
+        self.subscribed: set[str] = set()
+        """The work queues subscribed to :data:`EVENT`."""
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -304,6 +308,35 @@ class ModelMachine(RuleBasedStateMachine):
             self.queue_of[job_id] = queue
         self.handles += got
         return got
+
+    # -- pub/sub ---------------------------------------------------------------------------
+
+    @rule(queue=st.sampled_from(WORK_QUEUES), on=st.booleans())
+    def subscribe(self, queue: str, on: bool) -> None:
+        """Subscribe a work queue to the event, or unsubscribe it."""
+        if on:
+            self.store.subscribe(EVENT, queue)
+            self.subscribed.add(queue)
+        else:
+            assert self.store.unsubscribe(EVENT, queue) is (queue in self.subscribed)
+            self.subscribed.discard(queue)
+
+    @rule(target=jobs)
+    def publish(self) -> Any:
+        """One job to each subscribed queue, in one statement (the model: one send each;
+        a publish puts one job in a queue, so its random id orders nothing)."""
+        data = len(self.label)
+        got = self.store.publish(EVENT, data)
+        queues = sorted(self.subscribed)
+        assert len(got) == len(queues)
+        for queue, job_id in zip(queues, got, strict=True):
+            self.label[job_id] = f"jobs_{len(self.label)}"
+            assert self._model(self.model.send_many, queue, [(job_id, data, JobOptions())]) == [
+                job_id
+            ]
+            self.queue_of[job_id] = queue
+        self.handles += got
+        return multiple(*got)
 
     # -- fetching and settling -------------------------------------------------------------
 

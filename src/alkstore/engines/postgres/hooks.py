@@ -48,8 +48,17 @@ class PostgresTestHooks:
         """Shift every stored timestamp back by ``seconds``: for the store, time passed."""
         # IMMUTABLE arithmetic, which sharded Citus accepts on columns (see seconds_after).
         shift = ", ".join(f"{c} = {seconds_after(c, '-$1::float8')}" for c in TIMESTAMP_COLUMNS)
-        sql = f"UPDATE {self.s}.job SET {shift}"
-        return self._single("test-advance", sql, (float(seconds),), lambda _rows: None)
+        # Schedules too: a slot that was due later is due now.
+        slots = ", ".join(
+            f"{c} = {seconds_after(c, '-$1::float8')}" for c in ("created_on", "last_slot")
+        )
+        params = (float(seconds),)
+
+        def steps() -> Steps[None]:
+            yield Statement(f"UPDATE {self.s}.job SET {shift}", params)
+            yield Statement(f"UPDATE {self.s}.schedule SET {slots}", params)
+
+        return self._plan("test-advance", steps)
 
     def job_rows(self) -> Plan[list[Row]]:
         """Every job, each timestamp as its age in seconds on the server's clock."""

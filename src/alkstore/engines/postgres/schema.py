@@ -116,7 +116,45 @@ def _v1(s: str, caps: Capabilities) -> list[str]:
     return ddl
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1}
+def _v2(s: str, caps: Capabilities) -> list[str]:
+    """The worker runtime: the supervisor's claim row, cron schedules, pub/sub subscriptions.
+
+    Plain tables (no column of the job table is added, so nothing is backfilled); a
+    schedule or subscription goes with its queue.
+    """
+    return [
+        f"""CREATE TABLE {s}.supervisor (
+            name text PRIMARY KEY,
+            next_on timestamptz NOT NULL,
+            run_on timestamptz,
+            owner text
+        )""",
+        f"INSERT INTO {s}.supervisor (name, next_on) VALUES ('maintenance', now())",
+        f"""CREATE TABLE {s}.schedule (
+            name text NOT NULL CONSTRAINT schedule_queue_fkey
+                REFERENCES {s}.queue (name) ON DELETE CASCADE,
+            key text NOT NULL,
+            cron text NOT NULL,
+            tz text NOT NULL,
+            data jsonb,
+            options jsonb NOT NULL,
+            missed text NOT NULL,
+            last_slot timestamptz,
+            created_on timestamptz NOT NULL DEFAULT now(),
+            updated_on timestamptz NOT NULL DEFAULT now(),
+            CONSTRAINT schedule_pkey PRIMARY KEY (name, key)
+        )""",
+        f"""CREATE TABLE {s}.subscription (
+            event text NOT NULL,
+            queue text NOT NULL CONSTRAINT subscription_queue_fkey
+                REFERENCES {s}.queue (name) ON DELETE CASCADE,
+            created_on timestamptz NOT NULL DEFAULT now(),
+            CONSTRAINT subscription_pkey PRIMARY KEY (event, queue)
+        )""",
+    ]
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)

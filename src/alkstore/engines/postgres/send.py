@@ -13,6 +13,7 @@ from ...core.errors import (
 from ...core.options import NewJob
 from ...core.plans import Plan, Statement, Steps
 from .base import EngineBase
+from .runtime import notifying
 
 SEND_OPTION_SQL: dict[str, tuple[str, str]] = {
     "priority": ("int", "0"),
@@ -48,7 +49,7 @@ class SendMixin(EngineBase):
         Raises :class:`QueueNotFound` when the queue does not exist and :class:`JobConflict`
         on a duplicate id; either way nothing is written.
         """
-        sql, params = self._send_statement(queue, jobs)
+        sql, params = notifying(self, *self._send_statement(queue, jobs), "$1::text")
         ids = [job.id for job in jobs]
         if len(ids) != len(set(ids)):
             dup = next(i for i in ids if ids.count(i) > 1)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import functools
 import uuid
+from typing import Any
 
 from ...core.plans import Plan, rowcount
 from ...core.records import Job
 from ...core.states import Operation
 from ...core.targets import Targets
 from .base import EngineBase
+from .runtime import notifying
 from .sql import (
     JOB_COLUMNS,
     accepted,
@@ -69,6 +71,7 @@ class SettleMixin(EngineBase):
             targets,
             "state = 'created', completed_on = NULL, start_after = now(), "
             f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
+            notify=True,
         )
 
     def retry(self, queue: str, targets: Targets) -> Plan[int]:
@@ -80,17 +83,28 @@ class SettleMixin(EngineBase):
             "state = 'retry', retry_limit = j.retry_limit + 1, completed_on = NULL, "
             "start_after = now(), "
             f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
+            notify=True,
         )
 
     def _set_state(
-        self, operation: Operation, queue: str, targets: Targets, change: str
+        self,
+        operation: Operation,
+        queue: str,
+        targets: Targets,
+        change: str,
+        *,
+        notify: bool = False,
     ) -> Plan[int]:
-        """``change`` the targets in a state ``operation`` accepts (the transition table's)."""
+        """``change`` the targets in a state ``operation`` accepts (the transition table's);
+        with ``notify``, the jobs are runnable again: listening workers are woken."""
         sql = f"""UPDATE {self.s}.job j SET {change}
             FROM (SELECT DISTINCT id FROM unnest($2::uuid[]) AS u(id)) t
             WHERE j.name = $1 AND j.id = t.id AND j.state IN {accepted(operation)}
             RETURNING j.id"""
-        return self._single(operation.value, sql, (queue, targets.ids), rowcount)
+        params: tuple[Any, ...] = (queue, targets.ids)
+        if notify:
+            sql, params = notifying(self, sql, params, "$1::text")
+        return self._single(operation.value, sql, params, rowcount)
 
     def delete_jobs(self, queue: str, targets: Targets) -> Plan[int]:
         """Delete jobs in any state."""

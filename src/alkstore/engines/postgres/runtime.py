@@ -1,0 +1,109 @@
+"""The SQL of the worker runtime: the supervisor's claimed pass and a worker's watch.
+
+Functions of an engine rather than methods, so that the worker runtime adds no code to the
+engine class; like the engine's own builders they branch on capabilities, never on names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ...core.contracts import Engine
+from ...core.errors import UnsupportedByEngine
+from ...core.plans import Plan
+from ...core.records import as_uuid
+from ...core.targets import Targets
+
+if TYPE_CHECKING:
+    from .base import EngineBase
+    from .engine import PostgresEngine
+
+MAINTENANCE = "maintenance"
+"""The supervisor row whose claim elects the instance that runs a maintenance pass."""
+
+
+def runtime_engine(engine: Engine) -> PostgresEngine:
+    """The PostgreSQL-family engine whose SQL the worker runtime runs: ``engine`` itself, or
+    the inner engine a delegating engine builds on; another engine is refused by name."""
+    from .engine import PostgresEngine
+
+    for candidate in (engine, getattr(engine, "inner", None)):
+        if isinstance(candidate, PostgresEngine):
+            return candidate
+    raise UnsupportedByEngine(
+        engine.name, "worker_runtime", "work(), schedules and pub/sub need the postgres family"
+    )
+
+
+def claim_pass(engine: PostgresEngine, interval: float, owner: str) -> Plan[bool]:
+    """Claim the next maintenance pass: True for exactly one caller per ``interval`` seconds.
+
+    One conditional ``UPDATE`` of one row: concurrent claimers queue on its row lock and the
+    losers re-check ``next_on`` (or, under SERIALIZABLE, retry and find it moved).
+    """
+    sql = f"""UPDATE {engine.s}.supervisor
+        SET next_on = now() + $2::float8 * interval '1 second', run_on = now(), owner = $3
+        WHERE name = $1 AND next_on <= now()
+        RETURNING name"""
+    return engine._single(
+        "claim_pass",
+        sql,
+        (MAINTENANCE, interval, owner),
+        bool,
+        on_contention=lambda: False,
+    )
+
+
+def watch(engine: PostgresEngine, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
+    """Heartbeat the running jobs that have ``heartbeat_seconds``; return the ids of those
+    still active in the attempt they were fetched in (the rest were cancelled, expired or
+    settled elsewhere). One statement; its ``SELECT`` reads the rows as they were before the
+    heartbeat, which changes no state."""
+    s = engine.s
+    fence = "j.id = t.id AND j.retry_count = t.retry_count"
+    sql = f"""WITH t AS (SELECT * FROM unnest($2::uuid[], $3::int[]) AS u(id, retry_count)),
+        beat AS (UPDATE {s}.job j SET heartbeat_on = now() FROM t
+            WHERE j.name = $1 AND j.state = 'active' AND {fence}
+              AND j.heartbeat_seconds IS NOT NULL
+            RETURNING j.id)
+        SELECT j.id FROM {s}.job j JOIN t ON {fence}
+        WHERE j.name = $1 AND j.state = 'active'"""
+    return engine._single(
+        "watch",
+        sql,
+        (queue, targets.ids, targets.retry_counts),
+        lambda rows: {as_uuid(r["id"]) for r in rows},
+    )
+
+
+def channel(engine: EngineBase) -> str:
+    """The NOTIFY channel of the engine's schema (payload: a queue name): a plain identifier
+    of at most 63 characters, so LISTEN takes it as it is."""
+    name = f"alkstore_{engine.schema}"
+    if len(name) <= 63:
+        return name
+    return "alkstore_" + hashlib.sha256(engine.schema.encode()).hexdigest()[:32]
+
+
+def notifying(
+    engine: EngineBase, sql: str, params: tuple[Any, ...], queue: str
+) -> tuple[str, tuple[Any, ...]]:
+    """``sql`` (a statement ``RETURNING`` its rows) made to also ``NOTIFY`` the schema's
+    channel, with the queue name as payload, once per queue it returned a row of (``queue``:
+    the SQL of the queue name of a row ``changed``). Listening workers then wake when the
+    transaction commits. Unchanged where the engine lacks ``listen_notify`` (workers poll).
+
+    The count of ``note`` is cross-joined so that the planner cannot drop it (a LEFT JOIN
+    to a one-row aggregate that no column reads is removed, and an unread SELECT CTE never
+    runs).
+    """
+    if not engine.capabilities.listen_notify:
+        return sql, params
+    at = len(params) + 1
+    wrapped = f"""WITH changed AS ({sql}),
+        note AS (SELECT pg_notify(${at}::text, p.queue)
+                 FROM (SELECT DISTINCT {queue} AS queue FROM changed) p)
+        SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
+    return wrapped, (*params, channel(engine))

@@ -1,0 +1,90 @@
+"""The SQL of cron schedules: store, list, remove, and fire the due slots.
+
+Firing is one transaction per pass: read the schedules, and for each due slot move the
+schedule's ``last_slot`` forward with a conditional ``UPDATE`` (of concurrent schedulers
+only the first passes it; the others wait on the row lock, then find the slot taken) and
+insert the slot's job, whose id is derived from the slot, so the job table's primary key
+refuses a second job for it whatever the timing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from ...core.errors import QueueNotFound
+from ...core.ids import new_id
+from ...core.options import NewJob
+from ...core.plans import Plan, Statement, Steps
+from ...core.records import as_time
+from ...core.schedules import Schedule, ScheduleSpec
+
+if TYPE_CHECKING:
+    from .engine import PostgresEngine
+
+COLUMNS = (
+    "name, key, cron, tz, data::text AS data, options::text AS options, missed, last_slot, "
+    "created_on, updated_on"
+)
+
+
+def put_schedule(engine: PostgresEngine, spec: ScheduleSpec) -> Plan[None]:
+    """Create or replace the schedule ``(name, key)`` (a replaced one keeps its last slot)."""
+    sql = f"""INSERT INTO {engine.s}.schedule (name, key, cron, tz, data, options, missed)
+        VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7)
+        ON CONFLICT (name, key) DO UPDATE SET cron = EXCLUDED.cron, tz = EXCLUDED.tz,
+            data = EXCLUDED.data, options = EXCLUDED.options, missed = EXCLUDED.missed,
+            updated_on = now()"""
+    params = (spec.name, spec.key, spec.cron, spec.tz, spec.data_json, spec.options_json)
+
+    def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
+        if sqlstate == "23503":
+            return QueueNotFound(spec.name, field="name")
+        return None
+
+    return engine._single(
+        "schedule", sql, (*params, spec.missed.value), lambda _rows: None, map_error=map_error
+    )
+
+
+def remove_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
+    """Delete the schedule ``(name, key)``; True if there was one."""
+    sql = f"DELETE FROM {engine.s}.schedule WHERE name = $1 AND key = $2 RETURNING name"
+    return engine._single("unschedule", sql, (name, key), bool)
+
+
+def list_schedules(engine: PostgresEngine) -> Plan[list[Schedule]]:
+    """Every schedule, by name and key."""
+    sql = f"SELECT {COLUMNS} FROM {engine.s}.schedule ORDER BY name, key"
+    return engine._single("schedules", sql, (), lambda rows: [Schedule.from_row(r) for r in rows])
+
+
+def fire_schedules(engine: PostgresEngine, now: dt.datetime | None) -> Plan[int]:
+    """Send the job of every due slot at ``now`` (None: the database's clock); returns how
+    many were sent."""
+    s = engine.s
+
+    def steps() -> Steps[int]:
+        rows = yield Statement(f"SELECT {COLUMNS}, now() AS db_now FROM {s}.schedule")
+        fired = 0
+        for row in rows:
+            schedule = Schedule.from_row(row)
+            at = now or as_time(row["db_now"])
+            assert at is not None
+            slot = schedule.due(at)
+            if slot is None:
+                continue
+            taken = yield Statement(
+                f"""UPDATE {s}.schedule SET last_slot = $3
+                WHERE name = $1 AND key = $2 AND (last_slot IS NULL OR last_slot < $3)
+                RETURNING name""",
+                (schedule.name, schedule.key, slot),
+            )
+            if not taken:
+                continue
+            job = NewJob.build(schedule.data, schedule.job_options(slot), new_id)
+            yield from engine.send(schedule.name, [job]).steps()
+            fired += 1
+        return fired
+
+    return engine._plan("fire_schedules", steps, transaction=True)

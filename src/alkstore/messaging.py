@@ -1,0 +1,79 @@
+"""Cron schedules and pub/sub as plans: argument checks at the API edge, then the engine's
+SQL (:mod:`~alkstore.engines.postgres.schedules`, :mod:`~alkstore.engines.postgres.pubsub`).
+Both faces build their plans here, like :class:`~alkstore.operations.Operations`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from .core.errors import InvalidOptions
+from .core.options import JobOptions, dump_json
+from .core.plans import Plan
+from .core.schedules import Schedule, ScheduleSpec
+from .core.validation import check_queue_name
+from .engines.postgres import PostgresEngine, pubsub
+from .engines.postgres import schedules as sql
+
+
+def _event(event: object) -> str:
+    if not isinstance(event, str) or not 1 <= len(event) <= 200:
+        raise InvalidOptions("event", event, "must be a string of 1 to 200 characters")
+    return event
+
+
+class Messaging:
+    """Builds the plans of schedules and pub/sub for one engine."""
+
+    def __init__(self, engine: PostgresEngine) -> None:
+        self.engine = engine
+
+    def schedule(
+        self,
+        name: str,
+        cron: str,
+        data: Any,
+        *,
+        tz: str,
+        key: str,
+        missed: str,
+        options: Mapping[str, Any],
+    ) -> Plan[None]:
+        """See :meth:`alkstore.Store.schedule`."""
+        spec = ScheduleSpec.build(name, cron, data, tz=tz, key=key, missed=missed, options=options)
+        return sql.put_schedule(self.engine, spec)
+
+    def unschedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.Store.unschedule`."""
+        if not isinstance(key, str):
+            raise InvalidOptions("key", key, "must be a string")
+        return sql.remove_schedule(self.engine, check_queue_name(name, "name"), key)
+
+    def schedules(self) -> Plan[list[Schedule]]:
+        """See :meth:`alkstore.Store.schedules`."""
+        return sql.list_schedules(self.engine)
+
+    def fire_schedules(self, now: dt.datetime | None) -> Plan[int]:
+        """See :meth:`alkstore.Store.fire_schedules`."""
+        if now is not None and (not isinstance(now, dt.datetime) or now.tzinfo is None):
+            raise InvalidOptions("now", now, "must be an aware datetime or None")
+        return sql.fire_schedules(self.engine, now)
+
+    def subscribe(self, event: str, queue: str) -> Plan[None]:
+        """See :meth:`alkstore.Store.subscribe`."""
+        return pubsub.subscribe(self.engine, _event(event), check_queue_name(queue))
+
+    def unsubscribe(self, event: str, queue: str) -> Plan[bool]:
+        """See :meth:`alkstore.Store.unsubscribe`."""
+        return pubsub.unsubscribe(self.engine, _event(event), check_queue_name(queue))
+
+    def publish(
+        self, event: str, data: Any, options: Mapping[str, Any]
+    ) -> Plan[list[tuple[str, uuid.UUID]]]:
+        """See :meth:`alkstore.Store.publish`."""
+        if "id" in options:
+            raise InvalidOptions("id", options["id"], "publish makes one job per queue")
+        opts = JobOptions.from_kwargs(options)
+        return pubsub.publish(self.engine, _event(event), dump_json("data", data), opts)

@@ -1,0 +1,69 @@
+"""What a worker and the supervisor report, to ``logging`` and to ``on_event``."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import attrs
+
+logger = logging.getLogger("alkstore.worker")
+
+
+@attrs.frozen
+class WorkerEvent:
+    """One thing that happened: ``kind`` names it, ``queue`` says where (None: store-wide).
+
+    Kinds: ``handler_failed`` (a job failed with the handler's exception), ``settle_error`` /
+    ``fetch_error`` / ``watch_error`` / ``maintenance_error`` (a database call failed; the
+    loop carries on), ``stopped`` (jobs still running when ``stop`` gave up waiting, failed
+    so that they retry), ``maintenance`` (a pass did something), ``schedule_fired``,
+    ``listen_error`` (the LISTEN connection failed; it reconnects, polling covers the gap),
+    ``listen_unsupported`` (the driver cannot wait for notifications: polling only),
+    ``backlog`` (more jobs queued than the worker's ``warning_size``), ``slow_query`` (a
+    database call of the runtime took longer than ``slow_query_seconds``).
+    """
+
+    kind: str
+    queue: str | None
+    detail: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+_LEVELS = {
+    "handler_failed": logging.INFO,
+    "maintenance": logging.INFO,
+    "schedule_fired": logging.INFO,
+    "stopped": logging.WARNING,
+    "listen_unsupported": logging.WARNING,
+    "backlog": logging.WARNING,
+    "slow_query": logging.WARNING,
+}
+
+
+def emit(callback: Callable[[WorkerEvent], None] | None, event: WorkerEvent) -> None:
+    """Log ``event`` and hand it to ``callback``; a failing callback is logged, not raised."""
+    level = _LEVELS.get(event.kind, logging.ERROR)
+    logger.log(level, "%s on %s: %s", event.kind, event.queue or "store", dict(event.detail))
+    if callback is not None:
+        try:
+            callback(event)
+        except Exception:
+            logger.exception("on_event callback failed for %s", event.kind)
+
+
+@contextlib.contextmanager
+def timed(
+    callback: Callable[[WorkerEvent], None] | None,
+    queue: str | None,
+    operation: str,
+    limit: float,
+) -> Iterator[None]:
+    """Around a database call: a ``slow_query`` event when it took more than ``limit`` s."""
+    began = time.perf_counter()
+    yield
+    took = time.perf_counter() - began
+    if took > limit:
+        emit(callback, WorkerEvent("slow_query", queue, {"operation": operation, "seconds": took}))

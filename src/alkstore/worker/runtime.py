@@ -1,0 +1,307 @@
+"""A store's worker runtime: its workers, their wake-ups, and the supervisor.
+
+Every store that runs workers runs a supervisor: every ``maintenance_interval`` it tries
+to claim the next maintenance pass (one row in the database, claimed by a conditional
+``UPDATE``), and the one instance that wins, across any number of processes, runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ..core.errors import UnsupportedByDriver
+from ..core.records import MaintenanceReport
+from ..drivers.base import DriverSettings, Notification
+from ..engines.postgres.runtime import channel, claim_pass, runtime_engine
+from .events import WorkerEvent, emit
+from .settle import error_of
+from .wakeups import Wakeups
+
+if TYPE_CHECKING:
+    from ..store import AsyncStore, Store
+    from .tasks import AsyncWorker
+    from .threads import Worker
+
+
+LISTEN_WAIT = 1.0
+"""Seconds a listener waits for notifications before checking whether it should stop."""
+LISTEN_RETRY = 1.0
+"""Seconds before a lost or failed listener connects again (polling covers the gap)."""
+
+
+def owner_name() -> str:
+    """Who holds a claim: host, process and a random suffix (several stores per process)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class _Base:
+    def __init__(self) -> None:
+        self.wakeups = Wakeups()
+        self.owner = owner_name()
+        self._lock = threading.Lock()
+        self._workers: list[Any] = []
+
+    def _listen_target(self, store: Any) -> tuple[str, DriverSettings] | None:
+        """Where to LISTEN: the store's DSN, where the engine has ``listen_notify`` and
+        several sessions (PGlite's one shared session wakes in-process only)."""
+        caps = store.engine.capabilities
+        if not caps.listen_notify or caps.single_connection:
+            return None
+        target: tuple[str, DriverSettings] | None = store._listen_at
+        return target
+
+    def _woken(self, notes: list[Notification]) -> None:
+        for queue in {note.payload for note in notes}:
+            self.wakeups.wake(queue)
+
+    def _wake_all(self) -> None:
+        """After (re)connecting a listener: notifications sent meanwhile were lost."""
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.wake()
+
+    def _supervised(self) -> list[Any]:
+        with self._lock:
+            return [w for w in self._workers if w.options.maintenance]
+
+    def _interval(self) -> float:
+        workers = self._supervised()
+        return min(w.options.maintenance_interval for w in workers) if workers else 1.0
+
+    def _event(self, kind: str, **detail: Any) -> None:
+        with self._lock:
+            workers = list(self._workers)
+        callbacks = {id(w.options.on_event): w.options.on_event for w in workers}
+        for callback in callbacks.values() or [None]:
+            emit(callback, WorkerEvent(kind, None, detail))
+
+    def _warning_sizes(self) -> dict[str, int]:
+        """Queue -> the smallest ``warning_size`` its workers set."""
+        with self._lock:
+            workers = list(self._workers)
+        sizes: dict[str, int] = {}
+        for w in workers:
+            size = w.options.warning_size
+            if size is not None:
+                sizes[w.queue] = min(size, sizes.get(w.queue, size))
+        return sizes
+
+    def _backlog(self, queue: str, size: int, queued: int) -> None:
+        if queued > size:
+            with self._lock:
+                workers = [w for w in self._workers if w.queue == queue]
+            callbacks = {id(w.options.on_event): w.options.on_event for w in workers}
+            detail = {"queued": queued, "warning_size": size}
+            for callback in callbacks.values():
+                emit(callback, WorkerEvent("backlog", queue, detail))
+
+    def _fired(self, count: int) -> None:
+        if count:
+            self._event("schedule_fired", jobs=count)
+
+    def _report(self, report: MaintenanceReport) -> None:
+        if report != MaintenanceReport():
+            self._event("maintenance", **{k: v for k, v in attrs.asdict(report).items() if v})
+
+
+class StoreRuntime(_Base):
+    """The runtime of a :class:`~alkstore.Store`: a supervisor thread while workers run."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self._store = store
+        self._supervisor: threading.Thread | None = None
+        self._quit = threading.Event()
+        self._listener: threading.Thread | None = None
+        self._unlisten = threading.Event()
+
+    def attach(self, worker: Worker) -> None:
+        """Register a starting worker (and start the supervisor it asks for)."""
+        self.wakeups.add(worker.queue, worker.wake)
+        with self._lock:
+            self._workers.append(worker)
+            target = self._listen_target(self._store)
+            listen = target is not None and self._listener is None
+            if listen:
+                assert target is not None
+                self._unlisten.clear()
+                self._listener = threading.Thread(
+                    target=self._listen, args=target, name="alkstore-listener", daemon=True
+                )
+                self._listener.start()
+            start = worker.options.maintenance and self._supervisor is None
+            if start:
+                self._quit.clear()
+                self._supervisor = threading.Thread(
+                    target=self._supervise, name="alkstore-supervisor", daemon=True
+                )
+        if start:
+            assert self._supervisor is not None
+            self._supervisor.start()
+
+    def detach(self, worker: Worker) -> None:
+        """Forget a stopped worker; the supervisor stops with the last that wanted it."""
+        self.wakeups.remove(worker.queue, worker.wake)
+        with self._lock:
+            self._workers.remove(worker)
+            thread = self._supervisor
+            last = thread is not None and not any(w.options.maintenance for w in self._workers)
+            if last:
+                self._supervisor = None
+            listener = self._listener if not self._workers else None
+            if listener is not None:
+                self._listener = None
+        if last and thread is not None:
+            self._quit.set()
+            thread.join(timeout=30)
+        if listener is not None:
+            self._unlisten.set()
+            listener.join(timeout=30)
+
+    def _listen(self, dsn: str, settings: DriverSettings) -> None:
+        name = channel(runtime_engine(self._store.engine))
+        while not self._unlisten.is_set():
+            try:
+                listener = self._store.driver.open_listener(dsn, settings)
+            except UnsupportedByDriver as exc:
+                self._event("listen_unsupported", error=str(exc))
+                return
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                self._unlisten.wait(LISTEN_RETRY)
+                continue
+            try:
+                listener.listen(name)
+                self._wake_all()
+                while not self._unlisten.is_set():
+                    self._woken(listener.wait(LISTEN_WAIT))
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                self._unlisten.wait(LISTEN_RETRY)
+            finally:
+                listener.close()
+
+    def close(self) -> None:
+        """Stop every worker (the store is closing)."""
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            worker.stop()
+
+    def _supervise(self) -> None:
+        while not self._quit.wait(self._interval()):
+            try:
+                self.run_pass()
+            except Exception as exc:
+                self._event("maintenance_error", error=error_of(exc)["message"])
+
+    def run_pass(self) -> bool:
+        """Claim and, if won, run one maintenance pass; True if this instance ran it."""
+        store = self._store
+        if not store._run(claim_pass(runtime_engine(store.engine), self._interval(), self.owner)):
+            return False
+        self._report(store.maintain())
+        self._fired(store.fire_schedules())
+        for queue, size in self._warning_sizes().items():
+            self._backlog(queue, size, store.queue_stats(queue).queued)
+        return True
+
+
+class AsyncStoreRuntime(_Base):
+    """The runtime of an :class:`~alkstore.AsyncStore`: a supervisor task while workers run."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        super().__init__()
+        self._store = store
+        self._supervisor: asyncio.Task[None] | None = None
+        self._listener: asyncio.Task[None] | None = None
+
+    def attach(self, worker: AsyncWorker) -> None:
+        """Register a starting worker (and start the supervisor it asks for)."""
+        self.wakeups.add(worker.queue, worker.wake)
+        with self._lock:
+            self._workers.append(worker)
+        target = self._listen_target(self._store)
+        if target is not None and self._listener is None:
+            self._listener = asyncio.get_running_loop().create_task(self._listen(*target))
+        if worker.options.maintenance and self._supervisor is None:
+            self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+
+    async def detach(self, worker: AsyncWorker) -> None:
+        """Forget a stopped worker; the supervisor stops with the last that wanted it."""
+        self.wakeups.remove(worker.queue, worker.wake)
+        with self._lock:
+            self._workers.remove(worker)
+            last = not any(w.options.maintenance for w in self._workers)
+        task = self._supervisor
+        if last and task is not None:
+            self._supervisor = None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        listener = self._listener
+        if listener is not None and not self._workers:
+            self._listener = None
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+    async def _listen(self, dsn: str, settings: DriverSettings) -> None:
+        name = channel(runtime_engine(self._store.engine))
+        while True:
+            try:
+                listener = await self._store.driver.open_listener(dsn, settings)
+            except UnsupportedByDriver as exc:
+                self._event("listen_unsupported", error=str(exc))
+                return
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                await asyncio.sleep(LISTEN_RETRY)
+                continue
+            try:
+                await listener.listen(name)
+                self._wake_all()
+                while True:
+                    self._woken(await listener.wait(LISTEN_WAIT))
+            except Exception as exc:
+                self._event("listen_error", error=error_of(exc)["message"])
+                await asyncio.sleep(LISTEN_RETRY)
+            finally:
+                await listener.close()
+
+    async def close(self) -> None:
+        """Stop every worker (the store is closing)."""
+        with self._lock:
+            workers = list(self._workers)
+        for worker in workers:
+            await worker.stop()
+
+    async def _supervise(self) -> None:
+        while True:
+            await asyncio.sleep(self._interval())
+            try:
+                await self.run_pass()
+            except Exception as exc:
+                self._event("maintenance_error", error=error_of(exc)["message"])
+
+    async def run_pass(self) -> bool:
+        """See :meth:`StoreRuntime.run_pass`."""
+        store = self._store
+        if not await store._run(
+            claim_pass(runtime_engine(store.engine), self._interval(), self.owner)
+        ):
+            return False
+        self._report(await store.maintain())
+        self._fired(await store.fire_schedules())
+        for queue, size in self._warning_sizes().items():
+            self._backlog(queue, size, (await store.queue_stats(queue)).queued)
+        return True
