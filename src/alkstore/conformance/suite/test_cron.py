@@ -16,65 +16,67 @@ from .conftest import eventually
 from .workers import work
 
 
-def _created(store: StoreHandle, name: str = "q") -> dt.datetime:
-    (found,) = [s for s in store.schedules() if s.name == name]
+def _created(alkstore_store: StoreHandle, name: str = "q") -> dt.datetime:
+    (found,) = [s for s in alkstore_store.schedules() if s.name == name]
     return found.created_on  # type: ignore[no-any-return]
 
 
-def test_schedules_are_stored_replaced_and_removed(store):
-    store.create_queue("q")
-    store.schedule("q", "*/5 * * * *", {"a": 1}, priority=3)
-    store.schedule("q", "0 9 * * 1-5", None, tz="Europe/Berlin", key="mornings", missed="once")
-    store.schedule("q", "*/10 * * * *", {"a": 2}, priority=4)
-    found = store.schedules()
+def test_schedules_are_stored_replaced_and_removed(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.schedule("q", "*/5 * * * *", {"a": 1}, priority=3)
+    alkstore_store.schedule(
+        "q", "0 9 * * 1-5", None, tz="Europe/Berlin", key="mornings", missed="once"
+    )
+    alkstore_store.schedule("q", "*/10 * * * *", {"a": 2}, priority=4)
+    found = alkstore_store.schedules()
     assert [(s.key, s.cron, s.tz, s.missed.value) for s in found] == [
         ("", "*/10 * * * *", "UTC", "skip"),
         ("mornings", "0 9 * * 1-5", "Europe/Berlin", "once"),
     ]
     assert found[0].data == {"a": 2} and found[0].options == {"priority": 4}
-    assert store.unschedule("q", "mornings") is True
-    assert store.unschedule("q", "mornings") is False
-    assert [s.key for s in store.schedules()] == [""]
-    store.delete_queue("q")
-    assert store.schedules() == []
+    assert alkstore_store.unschedule("q", "mornings") is True
+    assert alkstore_store.unschedule("q", "mornings") is False
+    assert [s.key for s in alkstore_store.schedules()] == [""]
+    alkstore_store.delete_queue("q")
+    assert alkstore_store.schedules() == []
 
 
-def test_schedule_checks_its_arguments(store):
-    store.create_queue("q")
+def test_schedule_checks_its_arguments(alkstore_store):
+    alkstore_store.create_queue("q")
     with pytest.raises(InvalidOptions, match="cron"):
-        store.schedule("q", "every day")
+        alkstore_store.schedule("q", "every day")
     with pytest.raises(InvalidOptions, match="tz"):
-        store.schedule("q", "* * * * *", tz="Mars/Olympus")
+        alkstore_store.schedule("q", "* * * * *", tz="Mars/Olympus")
     with pytest.raises(InvalidOptions, match="missed"):
-        store.schedule("q", "* * * * *", missed="twice")
+        alkstore_store.schedule("q", "* * * * *", missed="twice")
     with pytest.raises(InvalidOptions, match="start_after"):
-        store.schedule("q", "* * * * *", start_after=5)
+        alkstore_store.schedule("q", "* * * * *", start_after=5)
     with pytest.raises(InvalidOptions, match="priority"):
-        store.schedule("q", "* * * * *", priority="high")
+        alkstore_store.schedule("q", "* * * * *", priority="high")
     with pytest.raises(QueueNotFound):
-        store.schedule("nope", "* * * * *")
-    assert store.schedules() == []
+        alkstore_store.schedule("nope", "* * * * *")
+    assert alkstore_store.schedules() == []
 
 
-def test_a_due_slot_sends_one_job_with_the_schedules_data_and_options(store):
-    store.create_queue("q")
-    store.schedule("q", "* * * * *", {"report": "daily"}, priority=7)
-    start = _created(store)
-    assert store.fire_schedules(now=start) == 0
+def test_a_due_slot_sends_one_job_with_the_schedules_data_and_options(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.schedule("q", "* * * * *", {"report": "daily"}, priority=7)
+    start = _created(alkstore_store)
+    assert alkstore_store.fire_schedules(now=start) == 0
     later = start + dt.timedelta(seconds=61)
-    assert store.fire_schedules(now=later) == 1
-    assert store.fire_schedules(now=later) == 0
-    (job,) = store.fetch("q")
+    assert alkstore_store.fire_schedules(now=later) == 1
+    assert alkstore_store.fire_schedules(now=later) == 0
+    (job,) = alkstore_store.fetch("q")
     assert job.data == {"report": "daily"} and job.priority == 7
 
 
 @pytest.mark.requires("several_sessions")
-def test_exactly_one_job_per_slot_with_five_concurrent_schedulers(store):
-    store.create_queue("q")
-    store.schedule("q", "* * * * *", "tick")
-    start = _created(store)
+def test_exactly_one_job_per_slot_with_five_concurrent_schedulers(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.schedule("q", "* * * * *", "tick")
+    start = _created(alkstore_store)
     steps = [start + dt.timedelta(seconds=30 * k) for k in range(1, 21)]  # 10 minutes
-    schedulers = [store, *(store.sibling() for _ in range(4))]
+    schedulers = [alkstore_store, *(alkstore_store.sibling() for _ in range(4))]
     fired: list[int] = []
     barrier = threading.Barrier(len(schedulers))
 
@@ -92,35 +94,35 @@ def test_exactly_one_job_per_slot_with_five_concurrent_schedulers(store):
         for sibling in schedulers[1:]:
             sibling.close()
     assert sum(fired) == 10
-    assert store.queue_stats("q").counts[JobState.CREATED] == 10
+    assert alkstore_store.queue_stats("q").counts[JobState.CREATED] == 10
 
 
-def test_missed_slots_skip_or_fire_once(store):
-    store.create_queue("skip")
-    store.create_queue("once")
-    store.schedule("skip", "0 * * * *")
-    store.schedule("once", "0 * * * *", missed="once")
-    start = max(_created(store, "skip"), _created(store, "once"))
+def test_missed_slots_skip_or_fire_once(alkstore_store):
+    alkstore_store.create_queue("skip")
+    alkstore_store.create_queue("once")
+    alkstore_store.schedule("skip", "0 * * * *")
+    alkstore_store.schedule("once", "0 * * * *", missed="once")
+    start = max(_created(alkstore_store, "skip"), _created(alkstore_store, "once"))
     # Three hours of downtime; the latest slot is more than a minute old by now.
     hours = start.replace(minute=0, second=0, microsecond=0) + dt.timedelta(hours=3)
     back = hours + dt.timedelta(minutes=10)
-    assert store.fire_schedules(now=back) == 1
-    assert store.queue_stats("skip").total == 0
-    assert store.queue_stats("once").total == 1
-    assert store.fire_schedules(now=back + dt.timedelta(minutes=20)) == 0
+    assert alkstore_store.fire_schedules(now=back) == 1
+    assert alkstore_store.queue_stats("skip").total == 0
+    assert alkstore_store.queue_stats("once").total == 1
+    assert alkstore_store.fire_schedules(now=back + dt.timedelta(minutes=20)) == 0
     # The next slot is seen in time by both.
-    assert store.fire_schedules(now=hours + dt.timedelta(hours=1, seconds=5)) == 2
-    assert store.queue_stats("skip").total == 1
-    assert store.queue_stats("once").total == 2
+    assert alkstore_store.fire_schedules(now=hours + dt.timedelta(hours=1, seconds=5)) == 2
+    assert alkstore_store.queue_stats("skip").total == 1
+    assert alkstore_store.queue_stats("once").total == 2
 
 
-def test_the_supervisor_of_a_worker_fires_schedules(store):
-    store.create_queue("q")
-    store.schedule("q", "* * * * *", "from cron")
+def test_the_supervisor_of_a_worker_fires_schedules(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.schedule("q", "* * * * *", "from cron")
     # The schedule was made a minute ago, so the minute that began since is due now.
-    store.advance(61)
+    alkstore_store.advance(61)
     seen = []
     fast = {"poll_interval": 0.05, "maintenance_interval": 0.1}
-    with work(store, "q", lambda job, ctx: seen.append(job.data), **fast):
+    with work(alkstore_store, "q", lambda job, ctx: seen.append(job.data), **fast):
         eventually(lambda: seen == ["from cron"])
-    assert store.queue_stats("q").counts[JobState.COMPLETED] == 1
+    assert alkstore_store.queue_stats("q").counts[JobState.COMPLETED] == 1

@@ -20,43 +20,45 @@ from .workers import execute, side_table, work
 FAST = {"poll_interval": 0.05, "watch_interval": 0.05, "maintenance_interval": 0.2}
 
 
-def _state(store: StoreHandle, queue: str, job_id: uuid.UUID) -> JobState | None:
-    job = store.get_job(queue, job_id)
+def _state(alkstore_store: StoreHandle, queue: str, job_id: uuid.UUID) -> JobState | None:
+    job = alkstore_store.get_job(queue, job_id)
     return None if job is None else job.state
 
 
-def test_handler_output_completes_jobs(store):
-    store.create_queue("q")
-    with work(store, "q", lambda job, ctx: {"twice": job.data * 2}, concurrency=3, **FAST):
-        ids = store.send_many("q", [{"data": i} for i in range(7)])
-        eventually(lambda: all(_state(store, "q", i) is JobState.COMPLETED for i in ids))
-    assert [store.get_job("q", i).output for i in ids] == [{"twice": 2 * i} for i in range(7)]
+def test_handler_output_completes_jobs(alkstore_store):
+    alkstore_store.create_queue("q")
+    with work(alkstore_store, "q", lambda job, ctx: {"twice": job.data * 2}, concurrency=3, **FAST):
+        ids = alkstore_store.send_many("q", [{"data": i} for i in range(7)])
+        eventually(lambda: all(_state(alkstore_store, "q", i) is JobState.COMPLETED for i in ids))
+    assert [alkstore_store.get_job("q", i).output for i in ids] == [
+        {"twice": 2 * i} for i in range(7)
+    ]
 
 
-def test_handler_exception_fails_job_with_name_message_stack(store):
-    store.create_queue("q", retry_limit=0)
+def test_handler_exception_fails_job_with_name_message_stack(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
 
     def handler(job, ctx):
         raise ValueError(f"bad {job.data}")
 
-    with work(store, "q", handler, **FAST):
-        job_id = store.send("q", 7)
-        eventually(lambda: _state(store, "q", job_id) is JobState.FAILED)
-    output = store.get_job("q", job_id).output
+    with work(alkstore_store, "q", handler, **FAST):
+        job_id = alkstore_store.send("q", 7)
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.FAILED)
+    output = alkstore_store.get_job("q", job_id).output
     assert output["name"] == "ValueError" and output["message"] == "bad 7"
     assert "Traceback" in output["stack"] and "ValueError: bad 7" in output["stack"]
 
 
-def test_unstorable_output_fails_the_job(store):
-    store.create_queue("q", retry_limit=0)
-    with work(store, "q", lambda job, ctx: {1, 2}, **FAST):
-        job_id = store.send("q", 1)
-        eventually(lambda: _state(store, "q", job_id) is JobState.FAILED)
-    assert store.get_job("q", job_id).output["name"] == "InvalidOptions"
+def test_unstorable_output_fails_the_job(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    with work(alkstore_store, "q", lambda job, ctx: {1, 2}, **FAST):
+        job_id = alkstore_store.send("q", 1)
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.FAILED)
+    assert alkstore_store.get_job("q", job_id).output["name"] == "InvalidOptions"
 
 
-def test_graceful_stop_lets_the_running_handler_finish(store):
-    store.create_queue("q")
+def test_graceful_stop_lets_the_running_handler_finish(alkstore_store):
+    alkstore_store.create_queue("q")
     started = threading.Event()
 
     def handler(job, ctx):
@@ -64,16 +66,16 @@ def test_graceful_stop_lets_the_running_handler_finish(store):
         assert ctx.cancelled.wait(30), "stop never reached the handler"
         return "finished after stop"
 
-    worker = work(store, "q", handler, **FAST)
-    job_id = store.send("q", 1)
+    worker = work(alkstore_store, "q", handler, **FAST)
+    job_id = alkstore_store.send("q", 1)
     assert started.wait(30)
     worker.stop(timeout=30)
-    job = store.get_job("q", job_id)
+    job = alkstore_store.get_job("q", job_id)
     assert job.state is JobState.COMPLETED and job.output == "finished after stop"
 
 
-def test_stop_timeout_fails_a_stuck_job_so_it_retries(store):
-    store.create_queue("q", retry_limit=2)
+def test_stop_timeout_fails_a_stuck_job_so_it_retries(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=2)
     started, release, returned = threading.Event(), threading.Event(), threading.Event()
 
     def handler(job, ctx):
@@ -84,32 +86,32 @@ def test_stop_timeout_fails_a_stuck_job_so_it_retries(store):
         finally:
             returned.set()
 
-    worker = work(store, "q", handler, **FAST)
-    job_id = store.send("q", 1)
+    worker = work(alkstore_store, "q", handler, **FAST)
+    job_id = alkstore_store.send("q", 1)
     assert started.wait(30)
     worker.stop(timeout=0.2)
-    job = store.get_job("q", job_id)
+    job = alkstore_store.get_job("q", job_id)
     assert job.state is JobState.RETRY and job.output["name"] == "WorkerStopped"
     release.set()
     assert returned.wait(30)
     # The late completion is fenced to the attempt that stop gave up on.
-    eventually(lambda: store.get_job("q", job_id).state is JobState.RETRY)
-    assert store.get_job("q", job_id).output["name"] == "WorkerStopped"
+    eventually(lambda: alkstore_store.get_job("q", job_id).state is JobState.RETRY)
+    assert alkstore_store.get_job("q", job_id).output["name"] == "WorkerStopped"
 
 
-def test_stop_loses_nothing(store):
-    store.create_queue("q", retry_limit=0)
-    ids = store.send_many("q", [{"data": i} for i in range(40)])
-    worker = work(store, "q", lambda job, ctx: job.data, concurrency=4, **FAST)
-    eventually(lambda: store.queue_stats("q").counts[JobState.COMPLETED] >= 5)
+def test_stop_loses_nothing(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    ids = alkstore_store.send_many("q", [{"data": i} for i in range(40)])
+    worker = work(alkstore_store, "q", lambda job, ctx: job.data, concurrency=4, **FAST)
+    eventually(lambda: alkstore_store.queue_stats("q").counts[JobState.COMPLETED] >= 5)
     worker.stop(timeout=30)
-    states = {_state(store, "q", i) for i in ids}
+    states = {_state(alkstore_store, "q", i) for i in ids}
     assert JobState.ACTIVE not in states
     assert states <= {JobState.COMPLETED, JobState.CREATED}
 
 
-def test_cancellation_reaches_the_running_handler(store):
-    store.create_queue("q")
+def test_cancellation_reaches_the_running_handler(alkstore_store):
+    alkstore_store.create_queue("q")
     started, saw = threading.Event(), threading.Event()
 
     def handler(job, ctx):
@@ -117,16 +119,16 @@ def test_cancellation_reaches_the_running_handler(store):
         if ctx.cancelled.wait(30):
             saw.set()
 
-    with work(store, "q", handler, **FAST):
-        job_id = store.send("q", 1)
+    with work(alkstore_store, "q", handler, **FAST):
+        job_id = alkstore_store.send("q", 1)
         assert started.wait(30)
-        assert store.cancel("q", job_id) == 1
+        assert alkstore_store.cancel("q", job_id) == 1
         assert saw.wait(30)
-    assert _state(store, "q", job_id) is JobState.CANCELLED
+    assert _state(alkstore_store, "q", job_id) is JobState.CANCELLED
 
 
-def test_expiry_reaches_the_handler_through_the_supervisor(store):
-    store.create_queue("q", expire_seconds=60, retry_limit=0)
+def test_expiry_reaches_the_handler_through_the_supervisor(alkstore_store):
+    alkstore_store.create_queue("q", expire_seconds=60, retry_limit=0)
     started, saw = threading.Event(), threading.Event()
 
     def handler(job, ctx):
@@ -134,37 +136,37 @@ def test_expiry_reaches_the_handler_through_the_supervisor(store):
         if ctx.cancelled.wait(30):
             saw.set()
 
-    with work(store, "q", handler, **FAST):
-        job_id = store.send("q", 1)
+    with work(alkstore_store, "q", handler, **FAST):
+        job_id = alkstore_store.send("q", 1)
         assert started.wait(30)
-        store.advance(61)
+        alkstore_store.advance(61)
         assert saw.wait(30)
-    job = store.get_job("q", job_id)
+    job = alkstore_store.get_job("q", job_id)
     assert job.state is JobState.FAILED and job.output == {"message": "job timed out"}
 
 
-def test_running_jobs_are_heartbeaten(store):
-    store.create_queue("q", heartbeat_seconds=10, retry_limit=0)
+def test_running_jobs_are_heartbeaten(alkstore_store):
+    alkstore_store.create_queue("q", heartbeat_seconds=10, retry_limit=0)
     started, release = threading.Event(), threading.Event()
 
     def handler(job, ctx):
         started.set()
         release.wait(30)
 
-    with work(store, "q", handler, **FAST):
-        job_id = store.send("q", 1)
+    with work(alkstore_store, "q", handler, **FAST):
+        job_id = alkstore_store.send("q", 1)
         assert started.wait(30)
-        store.advance(9)
-        shifted = store.get_job("q", job_id).heartbeat_on
-        eventually(lambda: store.get_job("q", job_id).heartbeat_on > shifted)
-        store.advance(9)  # 18 s in all since the claim: alive only through the heartbeats
-        assert store.maintain().heartbeat_expired == 0
+        alkstore_store.advance(9)
+        shifted = alkstore_store.get_job("q", job_id).heartbeat_on
+        eventually(lambda: alkstore_store.get_job("q", job_id).heartbeat_on > shifted)
+        alkstore_store.advance(9)  # 18 s in all since the claim: alive only through the heartbeats
+        assert alkstore_store.maintain().heartbeat_expired == 0
         release.set()
-        eventually(lambda: _state(store, "q", job_id) is JobState.COMPLETED)
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.COMPLETED)
 
 
-def test_ctx_heartbeat_says_whether_the_job_still_runs(store):
-    store.create_queue("q")
+def test_ctx_heartbeat_says_whether_the_job_still_runs(alkstore_store):
+    alkstore_store.create_queue("q")
     started, release, answers = threading.Event(), threading.Event(), []
 
     def handler(job, ctx):
@@ -173,17 +175,17 @@ def test_ctx_heartbeat_says_whether_the_job_still_runs(store):
         release.wait(30)
         answers.append(ctx.heartbeat())
 
-    with work(store, "q", handler, **FAST):
-        job_id = store.send("q", 1)
+    with work(alkstore_store, "q", handler, **FAST):
+        job_id = alkstore_store.send("q", 1)
         assert started.wait(30)
-        store.cancel("q", job_id)
+        alkstore_store.cancel("q", job_id)
         release.set()
         eventually(lambda: len(answers) == 2)
     assert answers == [True, False]
 
 
-def test_batch_handler_gets_lists_and_settles_per_job(store):
-    store.create_queue("q", retry_limit=0)
+def test_batch_handler_gets_lists_and_settles_per_job(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
     sizes = []
 
     def handler(jobs, ctx):
@@ -196,16 +198,16 @@ def test_batch_handler_gets_lists_and_settles_per_job(store):
                 out[job.id] = job.data * 10
         return out
 
-    ids = store.send_many("q", [{"data": i} for i in range(9)])
-    with work(store, "q", handler, batch=True, batch_size=5, **FAST):
+    ids = alkstore_store.send_many("q", [{"data": i} for i in range(9)])
+    with work(alkstore_store, "q", handler, batch=True, batch_size=5, **FAST):
         eventually(
             lambda: (
-                store.queue_stats("q").queued == 0
-                and store.queue_stats("q").counts[JobState.ACTIVE] == 0
+                alkstore_store.queue_stats("q").queued == 0
+                and alkstore_store.queue_stats("q").counts[JobState.ACTIVE] == 0
             )
         )
     assert sum(sizes) == 9 and max(sizes) <= 5
-    jobs = [store.get_job("q", i) for i in ids]
+    jobs = [alkstore_store.get_job("q", i) for i in ids]
     for i, job in enumerate(jobs):
         if i % 3 == 0:
             assert job.state is JobState.FAILED and job.output["message"] == f"no {i}"
@@ -214,38 +216,38 @@ def test_batch_handler_gets_lists_and_settles_per_job(store):
             assert job.output == (i * 10 if i % 3 == 1 else None)
 
 
-def test_batch_handler_none_completes_all_and_raising_fails_all(store):
-    store.create_queue("ok")
-    store.create_queue("bad", retry_limit=0)
-    good = store.send_many("ok", [{"data": i} for i in range(4)])
-    bad = store.send_many("bad", [{"data": i} for i in range(4)])
+def test_batch_handler_none_completes_all_and_raising_fails_all(alkstore_store):
+    alkstore_store.create_queue("ok")
+    alkstore_store.create_queue("bad", retry_limit=0)
+    good = alkstore_store.send_many("ok", [{"data": i} for i in range(4)])
+    bad = alkstore_store.send_many("bad", [{"data": i} for i in range(4)])
 
     def boom(jobs, ctx):
         raise KeyError("whole batch")
 
     with (
-        work(store, "ok", lambda jobs, ctx: None, batch=True, batch_size=10, **FAST),
-        work(store, "bad", boom, batch=True, batch_size=10, **FAST),
+        work(alkstore_store, "ok", lambda jobs, ctx: None, batch=True, batch_size=10, **FAST),
+        work(alkstore_store, "bad", boom, batch=True, batch_size=10, **FAST),
     ):
-        eventually(lambda: all(_state(store, "ok", i) is JobState.COMPLETED for i in good))
-        eventually(lambda: all(_state(store, "bad", i) is JobState.FAILED for i in bad))
-    assert store.get_job("bad", bad[0]).output["name"] == "KeyError"
+        eventually(lambda: all(_state(alkstore_store, "ok", i) is JobState.COMPLETED for i in good))
+        eventually(lambda: all(_state(alkstore_store, "bad", i) is JobState.FAILED for i in bad))
+    assert alkstore_store.get_job("bad", bad[0]).output["name"] == "KeyError"
 
 
-def test_send_from_the_same_store_wakes_the_worker(store):
-    store.create_queue("q")
-    with work(store, "q", lambda job, ctx: "ran", poll_interval=60.0, maintenance=False):
-        first = store.send("q", 1)
-        eventually(lambda: _state(store, "q", first) is JobState.COMPLETED, timeout=20)
+def test_send_from_the_same_store_wakes_the_worker(alkstore_store):
+    alkstore_store.create_queue("q")
+    with work(alkstore_store, "q", lambda job, ctx: "ran", poll_interval=60.0, maintenance=False):
+        first = alkstore_store.send("q", 1)
+        eventually(lambda: _state(alkstore_store, "q", first) is JobState.COMPLETED, timeout=20)
         # The worker now waits for its next poll, a minute away: only a wake-up can make it
         # fetch the second job within the deadline.
-        second = store.send("q", 2)
-        eventually(lambda: _state(store, "q", second) is JobState.COMPLETED, timeout=20)
+        second = alkstore_store.send("q", 2)
+        eventually(lambda: _state(alkstore_store, "q", second) is JobState.COMPLETED, timeout=20)
 
 
-def test_transactional_worker_commits_writes_with_completion(store):
-    store.create_queue("q", retry_limit=0)
-    table, written = side_table(store)
+def test_transactional_worker_commits_writes_with_completion(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    table, written = side_table(alkstore_store)
     side = f"INSERT INTO {table} (id) VALUES ($1)"
 
     def handler(job, ctx):
@@ -254,40 +256,40 @@ def test_transactional_worker_commits_writes_with_completion(store):
             raise RuntimeError("roll it back")
         return "done"
 
-    with work(store, "q", handler, transactional=True, **FAST):
-        ok = store.send("q", "ok")
-        bad = store.send("q", "fail")
-        eventually(lambda: _state(store, "q", ok) is JobState.COMPLETED)
-        eventually(lambda: _state(store, "q", bad) is JobState.FAILED)
+    with work(alkstore_store, "q", handler, transactional=True, **FAST):
+        ok = alkstore_store.send("q", "ok")
+        bad = alkstore_store.send("q", "fail")
+        eventually(lambda: _state(alkstore_store, "q", ok) is JobState.COMPLETED)
+        eventually(lambda: _state(alkstore_store, "q", bad) is JobState.FAILED)
     assert written() == [str(ok)]
-    assert store.get_job("q", bad).output["message"] == "roll it back"
+    assert alkstore_store.get_job("q", bad).output["message"] == "roll it back"
 
 
-def test_transactional_with_heartbeat_needs_the_capability(store):
-    store.create_queue("q", heartbeat_seconds=30)
-    if store.engine.capabilities.transactional_heartbeat:
-        work(store, "q", lambda job, ctx: None, transactional=True, **FAST).stop()
+def test_transactional_with_heartbeat_needs_the_capability(alkstore_store):
+    alkstore_store.create_queue("q", heartbeat_seconds=30)
+    if alkstore_store.engine.capabilities.transactional_heartbeat:
+        work(alkstore_store, "q", lambda job, ctx: None, transactional=True, **FAST).stop()
     else:
         with pytest.raises(InvalidOptions, match="transactional_heartbeat"):
-            work(store, "q", lambda job, ctx: None, transactional=True, **FAST)
+            work(alkstore_store, "q", lambda job, ctx: None, transactional=True, **FAST)
 
 
-def test_work_checks_its_arguments(store):
-    store.create_queue("q")
+def test_work_checks_its_arguments(alkstore_store):
+    alkstore_store.create_queue("q")
     with pytest.raises(InvalidOptions, match="batch_size"):
-        work(store, "q", lambda job, ctx: None, batch_size=5)
+        work(alkstore_store, "q", lambda job, ctx: None, batch_size=5)
     with pytest.raises(InvalidOptions, match="concurrency"):
-        work(store, "q", lambda job, ctx: None, concurrency=0)
+        work(alkstore_store, "q", lambda job, ctx: None, concurrency=0)
     with pytest.raises(InvalidOptions, match="poll_intervall"):
-        work(store, "q", lambda job, ctx: None, poll_intervall=1)
+        work(alkstore_store, "q", lambda job, ctx: None, poll_intervall=1)
     with pytest.raises(QueueNotFound):
-        work(store, "nope", lambda job, ctx: None)
+        work(alkstore_store, "nope", lambda job, ctx: None)
 
 
 @pytest.mark.requires("several_sessions")
-def test_one_maintenance_pass_per_interval_across_stores(store):
-    siblings = [store.sibling() for _ in range(4)]
-    claimers = [store, *siblings]
+def test_one_maintenance_pass_per_interval_across_stores(alkstore_store):
+    siblings = [alkstore_store.sibling() for _ in range(4)]
+    claimers = [alkstore_store, *siblings]
     try:
         with ThreadPoolExecutor(len(claimers)) as pool:
             won = list(
@@ -296,53 +298,55 @@ def test_one_maintenance_pass_per_interval_across_stores(store):
                 )
             )
         assert won.count(True) == 1
-        assert not store.run_plan(claim_pass(store.engine, 60.0, "late"))
+        assert not alkstore_store.run_plan(claim_pass(alkstore_store.engine, 60.0, "late"))
     finally:
         for sibling in siblings:
             sibling.close()
 
 
 @pytest.mark.requires("listen_notify", "several_sessions")
-def test_sends_from_another_process_wake_the_worker_through_notify(store):
-    store.create_queue("q")
-    store.create_queue("r")
+def test_sends_from_another_process_wake_the_worker_through_notify(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.create_queue("r")
     events: list[str] = []
-    other = store.sibling()
+    other = alkstore_store.sibling()
     try:
         with work(
-            store,
+            alkstore_store,
             "q",
             lambda job, ctx: "ran",
             poll_interval=60.0,
             maintenance=False,
             on_event=lambda e: events.append(e.kind),
         ):
-            first = store.send("q", 1)
-            eventually(lambda: _state(store, "q", first) is JobState.COMPLETED, timeout=20)
-            if store.driver == "pg8000":
+            first = alkstore_store.send("q", 1)
+            eventually(lambda: _state(alkstore_store, "q", first) is JobState.COMPLETED, timeout=20)
+            if alkstore_store.driver == "pg8000":
                 # pg8000 cannot wait for notifications: the worker says so and polls.
                 eventually(lambda: "listen_unsupported" in events)
                 return
             # The next poll is a minute away: only a notification can wake the worker now.
             sent = other.send("q", 2)
-            eventually(lambda: _state(store, "q", sent) is JobState.COMPLETED, timeout=20)
+            eventually(lambda: _state(alkstore_store, "q", sent) is JobState.COMPLETED, timeout=20)
             other.subscribe("e", "q")
             (published,) = other.publish("e", 3)
-            eventually(lambda: _state(store, "q", published) is JobState.COMPLETED, timeout=20)
+            eventually(
+                lambda: _state(alkstore_store, "q", published) is JobState.COMPLETED, timeout=20
+            )
             cancelled = other.send("r", 4)
             other.cancel("r", cancelled)
             moved = other.send("q", 5, start_after=3600)
             other.cancel("q", moved)
             other.resume("q", moved)
-            eventually(lambda: _state(store, "q", moved) is JobState.COMPLETED, timeout=20)
+            eventually(lambda: _state(alkstore_store, "q", moved) is JobState.COMPLETED, timeout=20)
         assert "listen_error" not in events
     finally:
         other.close()
 
 
-def test_backlog_and_slow_query_events(store):
-    store.create_queue("q")
-    store.send_many("q", [{"data": i} for i in range(5)])
+def test_backlog_and_slow_query_events(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.send_many("q", [{"data": i} for i in range(5)])
     events: list[WorkerEvent] = []
     gate = threading.Event()
 
@@ -350,7 +354,7 @@ def test_backlog_and_slow_query_events(store):
         gate.wait(30)
 
     options = {**FAST, "warning_size": 2, "slow_query_seconds": 1e-9, "on_event": events.append}
-    with work(store, "q", handler, **options):
+    with work(alkstore_store, "q", handler, **options):
         eventually(lambda: any(e.kind == "backlog" for e in events))
         gate.set()
     backlog = next(e for e in events if e.kind == "backlog")
