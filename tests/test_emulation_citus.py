@@ -249,7 +249,25 @@ ACCEPT: list[tuple[str, str]] = [
 # (seconds_after), the jitter bound per target. A real Citus 13.2.2 cluster accepted each.
 _ENGINE = CitusDistributedEngine("s")
 _SHIFTED_DEADLINE = seconds_after("j.started_on", "j.expire_seconds")
+_NOTIFYING_SEND = """WITH changed AS (INSERT INTO "s".job (id, name) SELECT t.id, $1
+        FROM unnest($2::uuid[]) AS t(id) RETURNING id, name),
+    note AS (SELECT pg_notify($3::text, p.queue) FROM (SELECT DISTINCT name AS queue
+        FROM changed) p)
+    SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
+_SCHEDULE_UPSERT = """INSERT INTO "s".schedule (name, key, cron) VALUES ($1, $2, $3)
+    ON CONFLICT (name, key) DO UPDATE SET cron = EXCLUDED.cron, updated_on = now()"""
 ACCEPT += [
+    # the statements as the engine now writes them: a boolean column, now() in VALUES
+    ("void-cte-column", _NOTIFYING_SEND.replace("p.queue) FROM", "p.queue) IS NULL AS sent FROM")),
+    ("void-cte-column", "SELECT pg_notify($1::text, $2::text)"),
+    (
+        "mutable-in-do-update",
+        _SCHEDULE_UPSERT.replace("updated_on = now()", "updated_on = EXCLUDED.updated_on"),
+    ),
+    (
+        "mutable-in-do-update",
+        "INSERT INTO s.elsewhere (k) VALUES ($1) ON CONFLICT (k) DO UPDATE SET at = now()",
+    ),
     # the same statement routed to one shard goes to its worker whole
     ("mutable-subquery-across-shards", FAIL.replace("random()", "0")),
     (
@@ -270,6 +288,9 @@ ACCEPT += [
     ("stable-with-column", f"UPDATE s.job SET created_on = {seconds_after('created_on', '-$1')}"),
 ]
 REJECT += [
+    # both refused by a real Citus 13.2.2 cluster (0A000 and 42P16)
+    ("void-cte-column", _NOTIFYING_SEND, "pg_notify(…) as a column"),
+    ("mutable-in-do-update", _SCHEDULE_UPSERT, 'INSERT into "schedule"'),
     # fail's old statement, run by expiry across shards: refused by the pushdown planner
     (
         "mutable-subquery-across-shards",

@@ -463,31 +463,3 @@ def _mutable_returning(tables: frozenset[str]) -> Callable[[str], str | None]:
         return None
 
     return check
-
-
-_FROM_WORD = re.compile(r"\bFROM\b", re.I)
-
-
-def _mutable_subquery_across_shards(table: str, column: str) -> Callable[[str], str | None]:
-    """A sub-SELECT without FROM that holds a non-IMMUTABLE function, in an UPDATE or DELETE
-    of ``table`` that no ``column = $n`` routes to one shard (a query routed to one shard
-    goes to its worker whole; one across shards is planned for pushdown, which refuses it)."""
-    filters = _equality_filter(column)
-
-    def check(sql: str) -> str | None:
-        for what, clauses in _modifications(normalize(sql), frozenset({table})):
-            if filters.search(clauses.get("WHERE", "")):
-                continue
-            for clause in ("SET", "WHERE"):
-                text = clauses.get(clause, "")
-                for m in _SUBQUERY.finditer(text):
-                    inner = _parenthesised(text, m.start())
-                    top = _blank_subqueries(inner[inner.upper().index("SELECT") + 6 :])
-                    if _FROM_WORD.search(top):
-                        continue
-                    found = _mutable(inner)
-                    if found:
-                        return f"{found} in a sub-SELECT without FROM in an {what} across shards"
-        return None
-
-    return check

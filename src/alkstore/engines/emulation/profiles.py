@@ -18,10 +18,14 @@ from .citus import (
     _distribution_update,
     _key_without_column,
     _mutable_returning,
-    _mutable_subquery_across_shards,
     _row_lock_filter,
     _stable_with_column_in_modification,
     _volatile_in_modification,
+)
+from .citus_planning import (
+    _mutable_in_do_update,
+    _mutable_subquery_across_shards,
+    _void_cte_column,
 )
 from .rules import (
     _ADVISORY,
@@ -314,7 +318,9 @@ YUGABYTEDB = Profile(
 
 
 def citus_distributed(
-    table: str = "job", column: str = "name", reference: tuple[str, ...] = ("queue",)
+    table: str = "job",
+    column: str = "name",
+    reference: tuple[str, ...] = ("queue", "supervisor", "schedule", "subscription"),
 ) -> Profile:
     """Citus with ``table`` distributed by ``column`` and ``reference`` tables replicated
     to every node (alkstore: ``job`` by queue ``name``, ``queue`` a reference table)."""
@@ -379,6 +385,21 @@ def citus_distributed(
                 'a FROM clause can only contain immutable functions"; seen on a real cluster)',
                 _CITUS_PUSHDOWN,
                 _mutable_subquery_across_shards(table, column),
+            ),
+            Rule(
+                "mutable-in-do-update",
+                "Citus refuses non-IMMUTABLE functions in the DO UPDATE SET (or its WHERE) of an "
+                "INSERT into a Citus table",
+                _CITUS_ROUTER,
+                _mutable_in_do_update(citus_tables),
+            ),
+            Rule(
+                "void-cte-column",
+                "Citus materialises the CTEs of a statement on its tables into intermediate "
+                "results, which cannot hold a column of pseudo-type void (pg_notify's result; "
+                "seen on a real cluster)",
+                _CITUS_TREE + "planner/recursive_planning.c",
+                _void_cte_column(citus_tables),
             ),
             Rule(
                 "mutable-returning",

@@ -95,7 +95,9 @@ def notifying(
     the SQL of the queue name of a row ``changed``). Listening workers then wake when the
     transaction commits. Unchanged where the engine lacks ``listen_notify`` (workers poll).
 
-    The count of ``note`` is cross-joined so that the planner cannot drop it (a LEFT JOIN
+    ``note`` selects a boolean, not pg_notify's ``void``: sharded Citus materialises CTEs and
+    refuses a column of a pseudo-type. The count of ``note`` is cross-joined so that the
+    planner cannot drop it (a LEFT JOIN
     to a one-row aggregate that no column reads is removed, and an unread SELECT CTE never
     runs).
     """
@@ -103,7 +105,7 @@ def notifying(
         return sql, params
     at = len(params) + 1
     wrapped = f"""WITH changed AS ({sql}),
-        note AS (SELECT pg_notify(${at}::text, p.queue)
+        note AS (SELECT pg_notify(${at}::text, p.queue) IS NULL AS sent
                  FROM (SELECT DISTINCT {queue} AS queue FROM changed) p)
         SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
     return wrapped, (*params, channel(engine))

@@ -30,11 +30,13 @@ COLUMNS = (
 
 def put_schedule(engine: PostgresEngine, spec: ScheduleSpec) -> Plan[None]:
     """Create or replace the schedule ``(name, key)`` (a replaced one keeps its last slot)."""
-    sql = f"""INSERT INTO {engine.s}.schedule (name, key, cron, tz, data, options, missed)
-        VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7)
+    # now() stays in VALUES: sharded Citus refuses non-IMMUTABLE functions in DO UPDATE SET.
+    sql = f"""INSERT INTO {engine.s}.schedule (name, key, cron, tz, data, options, missed,
+            updated_on)
+        VALUES ($1, $2, $3, $4, $5::text::jsonb, $6::text::jsonb, $7, now())
         ON CONFLICT (name, key) DO UPDATE SET cron = EXCLUDED.cron, tz = EXCLUDED.tz,
             data = EXCLUDED.data, options = EXCLUDED.options, missed = EXCLUDED.missed,
-            updated_on = now()"""
+            updated_on = EXCLUDED.updated_on"""
     params = (spec.name, spec.key, spec.cron, spec.tz, spec.data_json, spec.options_json)
 
     def map_error(sqlstate: str | None, constraint: str | None) -> Exception | None:
