@@ -78,7 +78,50 @@ def _world_traversable(path: Path) -> bool:
     return all(os.stat(directory).st_mode & stat.S_IXOTH for directory in (path, *path.parents))
 
 
-class TempCluster:
+class ThrowawayProcess:
+    """A server process of a test run living in a temporary directory.
+
+    ``stop()`` ends the process (:meth:`_end`), deletes the directory and forgets the port;
+    it is idempotent. As a context manager the process starts on entry and stops on exit.
+    """
+
+    port: int | None
+    directory: Path | None
+    _process: subprocess.Popen[bytes] | None
+
+    def start(self) -> str:
+        """Start the process; returns its DSN."""
+        raise NotImplementedError
+
+    def _end(self, process: subprocess.Popen[bytes]) -> None:
+        """End the running ``process``."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """End the process and delete its directory."""
+        atexit.unregister(self.stop)
+        process, self._process = self._process, None
+        if process is not None:
+            self._end(process)
+        directory, self.directory = self.directory, None
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)
+        self.port = None
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class TempCluster(ThrowawayProcess):
     """A PostgreSQL cluster in a temporary directory, for tests.
 
     ``start()`` returns the DSN (``postgresql://postgres@127.0.0.1:PORT/postgres``: trust
@@ -150,28 +193,9 @@ class TempCluster:
             raise
         return self.dsn
 
-    def stop(self) -> None:
-        """Stop the server at once (``pg_ctl stop -m immediate``) and delete the directory."""
-        atexit.unregister(self.stop)
-        process, self._process = self._process, None
-        if process is not None:
-            self._stop_server(process)
-        directory, self.directory = self.directory, None
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
-        self.port = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _end(self, process: subprocess.Popen[bytes]) -> None:
+        """Stop the server at once (``pg_ctl stop -m immediate``)."""
+        self._stop_server(process)
 
     # --- steps ------------------------------------------------------------------------------
 

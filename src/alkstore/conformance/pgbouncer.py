@@ -26,11 +26,9 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 from urllib.parse import urlsplit
 
-from .cluster import ClusterError, TempCluster, _free_port
+from .cluster import ClusterError, TempCluster, ThrowawayProcess, _free_port
 
 APT_TIMEOUT = 900.0
 """Seconds ``apt-get`` may take to install PgBouncer."""
@@ -82,7 +80,7 @@ def _installed() -> Path | None:
     return None
 
 
-class TempPgBouncer:
+class TempPgBouncer(ThrowawayProcess):
     """PgBouncer in transaction pooling mode in front of the server at ``upstream``.
 
     ``start()`` returns the DSN of the same database through PgBouncer; ``stop()`` stops it
@@ -132,35 +130,18 @@ class TempPgBouncer:
             raise
         return self.dsn
 
-    def stop(self) -> None:
-        """Stop PgBouncer (SIGINT: at once) and delete its directory."""
-        atexit.unregister(self.stop)
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            for sig in (signal.SIGINT, signal.SIGKILL):
-                with contextlib.suppress(ProcessLookupError):
-                    process.send_signal(sig)
-                try:
-                    process.wait(timeout=10)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        directory, self.directory = self.directory, None
-        if directory is not None:
-            shutil.rmtree(directory, ignore_errors=True)
-        self.port = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    def _end(self, process: subprocess.Popen[bytes]) -> None:
+        """Stop PgBouncer at once (SIGINT, then SIGKILL if it lingers)."""
+        if process.poll() is not None:
+            return
+        for sig in (signal.SIGINT, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(sig)
+            try:
+                process.wait(timeout=10)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
     def _config(self, port: int) -> str:
         assert self.directory is not None
