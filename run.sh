@@ -46,31 +46,71 @@ case "${1:-}" in
     # Each run of the conformance suite records its outcomes for the compatibility matrix.
     runs=$(mktemp -d)
     trap 'rm -rf "$runs"' EXIT
+    trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
+    args=("$@")
     record() { echo -p alkstore.conformance.matrix --alkstore-matrix-out "$runs/$1.jsonl"; }
-    # alkstore's own tests and the conformance suite on PostgreSQL x every driver.
-    # shellcheck disable=SC2046
-    pytest_step -q $(record 15) "$@"
-    # The distributed engines on stock PostgreSQL behind their emulation guards.
-    for engine in cockroachdb yugabytedb citus-distributed; do
-      pytest_step -q --alkstore-engine "$engine" --alkstore-emulate \
-        --alkstore-driver psycopg --pyargs alkstore.conformance.suite "$@"
-    done
-    # The embedded engine (PGlite through its Node.js bridge) x every sync/async driver.
-    pytest_step -q --alkstore-engine pglite --alkstore-driver psycopg,asyncpg,pg8000 \
-      --pyargs alkstore.conformance.suite "$@"
-    # The other PostgreSQL versions (server binaries installed into the cache on first use;
-    # a version that cannot be had is skipped with the reason), then PostgreSQL 15 behind
-    # PgBouncer in transaction pooling mode (apt-get installs it when missing, as root).
-    status=0
-    for target in 14 16 17 18 15-pgbouncer; do
-      version=${target%-pgbouncer}
-      bouncer=()
-      [ "$target" != "$version" ] && bouncer=(--alkstore-pgbouncer)
-      echo "== conformance on PostgreSQL $version${bouncer:+ behind PgBouncer} (psycopg, asyncpg)"
+    own_tests() {
+      # alkstore's own tests and the conformance suite on PostgreSQL x every driver.
       # shellcheck disable=SC2046
-      pytest_step -q $(record "$target") --alkstore-pg-version "$version" "${bouncer[@]}" \
-        --alkstore-driver psycopg,asyncpg --pyargs alkstore.conformance.suite "$@" || status=1
-    done
+      pytest_step -q $(record 15) "${args[@]}"
+    }
+    emulated() {
+      # The distributed engines on stock PostgreSQL behind their emulation guards.
+      local engine status=0
+      for engine in cockroachdb yugabytedb citus-distributed; do
+        echo "== conformance on emulated $engine (psycopg)"
+        pytest_step -q --alkstore-engine "$engine" --alkstore-emulate \
+          --alkstore-driver psycopg --pyargs alkstore.conformance.suite "${args[@]}" || status=1
+      done
+      return "$status"
+    }
+    embedded() {
+      # The embedded engine (PGlite through its Node.js bridge) x every sync/async driver.
+      echo "== conformance on PGlite (psycopg, asyncpg, pg8000)"
+      pytest_step -q --alkstore-engine pglite --alkstore-driver psycopg,asyncpg,pg8000 \
+        --pyargs alkstore.conformance.suite "${args[@]}"
+    }
+    versions() {
+      # The other PostgreSQL versions (server binaries installed into the cache on first
+      # use; a version that cannot be had is skipped with the reason), then PostgreSQL 15
+      # behind PgBouncer in transaction pooling mode (apt-get installs it when missing).
+      local target version status=0
+      for target in 14 16 17 18 15-pgbouncer; do
+        version=${target%-pgbouncer}
+        local bouncer=()
+        [ "$target" != "$version" ] && bouncer=(--alkstore-pgbouncer)
+        echo "== conformance on PostgreSQL $version${bouncer:+ behind PgBouncer} (psycopg, asyncpg)"
+        # shellcheck disable=SC2046
+        pytest_step -q $(record "$target") --alkstore-pg-version "$version" "${bouncer[@]}" \
+          --alkstore-driver psycopg,asyncpg --pyargs alkstore.conformance.suite "${args[@]}" \
+          || status=1
+      done
+      return "$status"
+    }
+    lane() {
+      # Runs the steps one after another, every line tagged with the lane's name; fails
+      # when any step failed (all still run).
+      local name=$1 rc
+      shift
+      set +e
+      (
+        status=0
+        for step in "$@"; do "$step" || status=1; done
+        exit "$status"
+      ) 2>&1 | sed -u "s/^/[$name] /"
+      rc=${PIPESTATUS[0]}
+      set -e
+      return "$rc"
+    }
+    # Two lanes at once: a test waits on its server about half the time, so two keep both
+    # cores busy (each step has its own throwaway servers; installers take file locks).
+    status=0
+    lane own own_tests &
+    own=$!
+    lane suite emulated embedded versions &
+    suite=$!
+    wait "$own" || status=1
+    wait "$suite" || status=1
     # The matrix of these runs; a full run (no pytest options) also writes it into the docs.
     if [ "$#" -eq 0 ]; then
       "$PY" -m alkstore.conformance.compat "$runs" \

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import glob
 import os
 import pwd
@@ -27,6 +28,7 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -410,4 +412,17 @@ class _PortTaken(Exception):
     """The port chosen was taken before the server could bind it; try another."""
 
 
-__all__ = ["ClusterError", "TempCluster", "find_bindir"]
+@contextlib.contextmanager
+def locked_file(path: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` (created when missing): one installer at a
+    time across the processes of a test run."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+__all__ = ["ClusterError", "TempCluster", "find_bindir", "locked_file"]

