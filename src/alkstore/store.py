@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import sys
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from types import TracebackType
@@ -232,6 +233,25 @@ class Store:
         if changed:
             self._wake(queue)
         return changed
+
+    # the caller's transaction
+    def using(self, conn: Any) -> Store:
+        """This store on ``conn``, a connection of this store's driver that you own: every
+        call of the store it returns runs on ``conn``, inside the transaction you have open
+        there, so a job is sent (or completed, or a queue created) if and only if your
+        transaction commits. See ``docs/drivers.md``, "Your transaction: store.using(conn)".
+
+        Cheap enough to call per request: no I/O, no schema check and no session setup (your
+        session keeps its settings). ``conn`` may come from your own pool; return it to the
+        pool when you are done, as you would anyway. A pool is refused: it has no
+        transaction of yours to join. Closing the returned store never closes ``conn``.
+        """
+        source: SyncSource = _callers_source(self.engine, self.driver, conn)
+        if self.engine.emulated:
+            from .engines.emulation import guard_sync
+
+            source = guard_sync(source, _guard_profile(self.engine))
+        return Store(self.engine, self.driver, source)
 
     # cron and pub/sub
     @functools.cached_property
@@ -471,6 +491,17 @@ class AsyncStore:
             self._wake(queue)
         return changed
 
+    def using(self, conn: Any) -> AsyncStore:
+        """See :meth:`Store.using`: ``conn`` is an async connection of this store's driver
+        (a ``psycopg.AsyncConnection``, or an ``asyncpg`` connection, also one acquired from
+        an ``asyncpg`` pool). Returns at once: nothing is awaited."""
+        source: AsyncSource = _callers_source(self.engine, self.driver, conn)
+        if self.engine.emulated:
+            from .engines.emulation import guard_async
+
+            source = guard_async(source, _guard_profile(self.engine))
+        return AsyncStore(self.engine, self.driver, source)
+
     @functools.cached_property
     def _messaging(self) -> Messaging:
         return Messaging(runtime_engine(self.engine))
@@ -587,12 +618,48 @@ def _guard_profile(engine: Engine) -> Any:
     return PROFILES[str(engine.description.emulation_profile)]
 
 
+_POOL_CLASSES = (
+    ("psycopg_pool", "ConnectionPool"),
+    ("psycopg_pool", "AsyncConnectionPool"),
+    ("asyncpg.pool", "Pool"),
+)
+"""Pools :meth:`Store.using` refuses (looked up only where their library is imported)."""
+
+
+def _is_pool(native: Any) -> bool:
+    for module, name in _POOL_CLASSES:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and isinstance(native, cls):
+            return True
+    return False
+
+
+def _callers_source(engine: Engine, drv: SyncDriver | AsyncDriver, conn: Any) -> Any:
+    """``conn`` as a source for :meth:`Store.using` (the face puts the emulation guard in
+    front when the engine is emulated)."""
+    if _is_pool(conn):
+        raise InvalidOptions(
+            "conn",
+            type(conn).__name__,
+            "using() joins the transaction open on a connection, and a pool has none: "
+            "borrow a connection from the pool (with pool.connection() as conn) and pass that",
+        )
+    source = drv.adopt(conn)
+    if source is None:
+        raise InvalidOptions(
+            "conn", type(conn).__name__, f"is not a connection of this store's driver {drv.name!r}"
+        )
+    return source
+
+
 def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
     ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
-    persistent), or a connection or pool of the chosen driver that you own (so that ``send``
-    joins your transaction). Keyword options (:class:`ConnectOptions`):
+    persistent), or a connection of the chosen driver that you own (statements join its open
+    transaction), or a pool of it (the store borrows from it; each call commits on its own,
+    never joining a transaction of yours: use :meth:`Store.using` for that). Keyword options
+    (:class:`ConnectOptions`):
 
     - ``engine``: ``postgres`` (default), ``cockroachdb``, ``yugabytedb``, ``citus``,
       ``pglite`` (default for a pglite URI), ``auto`` (detected from the server), or a
