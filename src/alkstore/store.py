@@ -23,6 +23,7 @@ from .core.errors import InvalidOptions, QueueExists
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
+from .core.states import JobState
 from .core.targets import IdLike
 from .core.validation import int_at_least, schema_name
 from .drivers import async_driver, sync_driver
@@ -198,6 +199,20 @@ class Store:
     def redrive(self, dlq: str, *, to: str | None = None, limit: int = 1000) -> int:
         """Move queued dead-letter jobs back to their source queue (or ``to``)."""
         return int(self._run(self._ops.redrive(dlq, to, limit)))
+
+    def list_jobs(
+        self,
+        queue: str,
+        *,
+        states: Iterable[JobState | str] = (),
+        limit: int = 100,
+        after: IdLike | None = None,
+    ) -> list[Job]:
+        """Up to ``limit`` jobs of ``queue`` in ``states`` (every state when empty), in id
+        order (roughly the order they were sent in); read-only. The next page:
+        ``after=page[-1].id``. An unknown queue raises :class:`~alkstore.QueueNotFound`."""
+        result: list[Job] = self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
 
     def maintain(self) -> MaintenanceReport:
         """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion."""
@@ -462,6 +477,18 @@ class AsyncStore:
     async def redrive(self, dlq: str, *, to: str | None = None, limit: int = 1000) -> int:
         """See :meth:`Store.redrive`."""
         return int(await self._run(self._ops.redrive(dlq, to, limit)))
+
+    async def list_jobs(
+        self,
+        queue: str,
+        *,
+        states: Iterable[JobState | str] = (),
+        limit: int = 100,
+        after: IdLike | None = None,
+    ) -> list[Job]:
+        """See :meth:`Store.list_jobs`."""
+        result: list[Job] = await self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
 
     async def maintain(self) -> MaintenanceReport:
         """See :meth:`Store.maintain`."""
