@@ -167,7 +167,7 @@ def test_another_drivers_connection_is_refused(store: alkstore.Store, pg_dsn: st
     p = parse_dsn(pg_dsn)
     conn = pg8000.native.Connection(p.user, host=p.host, port=p.port, database=p.database)
     try:
-        with pytest.raises(alkstore.InvalidOptions, match="driver 'psycopg'"):
+        with pytest.raises(alkstore.InvalidOptions, match="sync store's driver 'psycopg'"):
             store.using(conn)
     finally:
         conn.close()
@@ -186,3 +186,23 @@ def test_a_pool_as_the_dsn_is_borrowed_from_not_joined(pg_dsn: str, schema_name:
             job = store.send("q", 1)
             raise Rollback
         assert store.get_job("q", job) is not None
+
+
+def test_an_async_connection_on_a_sync_store_and_an_asyncpg_pool_are_refused(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    async def scenario() -> None:
+        async with await psycopg.AsyncConnection.connect(pg_dsn) as conn:
+            with pytest.raises(alkstore.InvalidOptions, match="sync store's driver"):
+                store.using(conn)
+        async with alkstore.connect_async(
+            pg_dsn, schema=schema_name, driver="asyncpg", migrate=False
+        ) as mine:
+            pool = await asyncpg.create_pool(pg_dsn, min_size=1, max_size=1)
+            try:
+                with pytest.raises(alkstore.InvalidOptions, match=r"pool\.connection\(\)"):
+                    mine.using(pool)
+            finally:
+                await pool.close()
+
+    asyncio.run(scenario())

@@ -261,7 +261,7 @@ class Store:
         pool when you are done, as you would anyway. A pool is refused: it has no
         transaction of yours to join. Closing the returned store never closes ``conn``.
         """
-        source: SyncSource = _callers_source(self.engine, self.driver, conn)
+        source: SyncSource = _callers_source(self.driver, conn, face="sync")
         if self.engine.emulated:
             from .engines.emulation import guard_sync
 
@@ -522,7 +522,7 @@ class AsyncStore:
         """See :meth:`Store.using`: ``conn`` is an async connection of this store's driver
         (a ``psycopg.AsyncConnection``, or an ``asyncpg`` connection, also one acquired from
         an ``asyncpg`` pool). Returns at once: nothing is awaited."""
-        source: AsyncSource = _callers_source(self.engine, self.driver, conn)
+        source: AsyncSource = _callers_source(self.driver, conn, face="async")
         if self.engine.emulated:
             from .engines.emulation import guard_async
 
@@ -661,7 +661,7 @@ def _is_pool(native: Any) -> bool:
     return False
 
 
-def _callers_source(engine: Engine, drv: SyncDriver | AsyncDriver, conn: Any) -> Any:
+def _callers_source(drv: SyncDriver | AsyncDriver, conn: Any, *, face: str) -> Any:
     """``conn`` as a source for :meth:`Store.using` (the face puts the emulation guard in
     front when the engine is emulated)."""
     if _is_pool(conn):
@@ -669,12 +669,15 @@ def _callers_source(engine: Engine, drv: SyncDriver | AsyncDriver, conn: Any) ->
             "conn",
             type(conn).__name__,
             "using() joins the transaction open on a connection, and a pool has none: "
-            "borrow a connection from the pool (with pool.connection() as conn) and pass that",
+            "borrow a connection from the pool (psycopg_pool: pool.connection(), asyncpg: "
+            "pool.acquire()) and pass that",
         )
     source = drv.adopt(conn)
     if source is None:
         raise InvalidOptions(
-            "conn", type(conn).__name__, f"is not a connection of this store's driver {drv.name!r}"
+            "conn",
+            type(conn).__name__,
+            f"is not a connection of this {face} store's driver {drv.name!r}",
         )
     return source
 
