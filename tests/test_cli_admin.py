@@ -141,6 +141,8 @@ def test_queues_queue_and_stats(
     assert [(s["queue"], s["queued"], s["total"]) for s in stats] == [("q", 2, 3)]
     assert stats[0]["oldest_queued_seconds"] >= 0
     assert [s["queue"] for s in run_json(capsys, "stats", *where)] == ["dead", "q"]
+    status, _, err = run(capsys, "stats", "q", "nope", *where)
+    assert status == 1 and err == "alkstore stats: queue: queue 'nope' does not exist\n"
 
     status, out, _ = run(capsys, "queues", *where)
     assert status == 0 and "dead" in out and "q" in out

@@ -80,10 +80,7 @@ def _queue(args: argparse.Namespace) -> int:
 def _stats(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         names = args.names or [queue.name for queue in store.queues()]
-        for name in names:
-            if store.get_queue(name) is None:
-                raise CliError(f"no queue {name!r} in schema {args.schema!r}")
-        listed = [store.queue_stats(name) for name in names]
+        listed = [store.queue_stats(name) for name in names]  # QueueNotFound names a typo
     if args.json:
         emit_json([stats_json(stats) for stats in listed])
         return 0
