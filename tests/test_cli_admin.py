@@ -256,3 +256,18 @@ def test_piped_output_is_plain_text(store: alkstore.Store, pg_dsn: str, schema_n
     )
     assert "\x1b" not in done.stdout and "\r" not in done.stdout
     assert "[bold]x[/bold]" in done.stdout
+
+
+def test_every_admin_command_is_registered_and_the_dsn_may_come_from_the_environment(
+    store: alkstore.Store,
+    pg_dsn: str,
+    schema_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    admin = {"queues", "queue", "stats", "jobs", "job", "retry", "cancel", "resume", "delete"}
+    assert admin | {"redrive", "migrate"} <= set(commands)
+    store.create_queue("q")
+    monkeypatch.setenv("ALKSTORE_DSN", pg_dsn)
+    assert [q["name"] for q in run_json(capsys, "queues", "--schema", schema_name)] == ["q"]
