@@ -94,6 +94,7 @@ def test_demo_drains_everything_and_dead_letters_the_failing_jobs(
     assert re.search(r"send\s*│\s*[\d,]+ jobs/s", out)
     assert re.search(r"drain\s*│\s*[\d,]+ jobs/s", out)
     assert "wall time" in out
+    assert "100%" not in out  # not a terminal: no progress bars
     with psycopg.connect(_cli_dsn) as conn:
         left = conn.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'demo_%'")
         assert left.fetchall() == [], "the demo's schema was not dropped"

@@ -19,6 +19,7 @@ from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.states import JobState
 from .core.targets import IdLike, targets
 from .core.validation import check_queue_name, is_int
 
@@ -179,6 +180,27 @@ class Operations:
         if to is not None:
             check_queue_name(to, "to")
         return self.engine.redrive(check_queue_name(dlq, "dlq"), to, _positive("limit", limit))
+
+    # listing
+    def list_jobs(
+        self,
+        queue: str,
+        states: Iterable[JobState | str],
+        limit: int,
+        after: IdLike | None,
+    ) -> Plan[list[Job]]:
+        """See :meth:`alkstore.Store.list_jobs`."""
+        wanted: list[JobState] = []
+        for state in [states] if isinstance(states, str) else states:
+            try:
+                wanted.append(JobState(state))
+            except ValueError:
+                known = ", ".join(JobState)
+                raise InvalidOptions("states", state, f"job states are {known}") from None
+        start = None if after is None else targets(after).ids[0]
+        return self.engine.list_jobs(
+            check_queue_name(queue), wanted, _positive("limit", limit), start
+        )
 
     # maintenance and schema
     def maintenance(self) -> list[tuple[str, Plan[int]]]:

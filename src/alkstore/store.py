@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import sys
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
 from types import TracebackType
@@ -22,6 +23,7 @@ from .core.errors import InvalidOptions, QueueExists
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
+from .core.states import JobState
 from .core.targets import IdLike
 from .core.validation import int_at_least, schema_name
 from .drivers import async_driver, sync_driver
@@ -198,6 +200,20 @@ class Store:
         """Move queued dead-letter jobs back to their source queue (or ``to``)."""
         return int(self._run(self._ops.redrive(dlq, to, limit)))
 
+    def list_jobs(
+        self,
+        queue: str,
+        *,
+        states: Iterable[JobState | str] = (),
+        limit: int = 100,
+        after: IdLike | None = None,
+    ) -> list[Job]:
+        """Up to ``limit`` jobs of ``queue`` in ``states`` (every state when empty), in id
+        order (roughly the order they were sent in); read-only. The next page:
+        ``after=page[-1].id``. An unknown queue raises :class:`~alkstore.QueueNotFound`."""
+        result: list[Job] = self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
+
     def maintain(self) -> MaintenanceReport:
         """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion."""
         counts = {field: self._run(plan) for field, plan in self._ops.maintenance()}
@@ -232,6 +248,25 @@ class Store:
         if changed:
             self._wake(queue)
         return changed
+
+    # the caller's transaction
+    def using(self, conn: Any) -> Store:
+        """This store on ``conn``, a connection of this store's driver that you own: every
+        call of the store it returns runs on ``conn``, inside the transaction you have open
+        there, so a job is sent (or completed, or a queue created) if and only if your
+        transaction commits. See ``docs/drivers.md``, "Your transaction: store.using(conn)".
+
+        Cheap enough to call per request: no I/O, no schema check and no session setup (your
+        session keeps its settings). ``conn`` may come from your own pool; return it to the
+        pool when you are done, as you would anyway. A pool is refused: it has no
+        transaction of yours to join. Closing the returned store never closes ``conn``.
+        """
+        source: SyncSource = _callers_source(self.driver, conn, face="sync")
+        if self.engine.emulated:
+            from .engines.emulation import guard_sync
+
+            source = guard_sync(source, _guard_profile(self.engine))
+        return Store(self.engine, self.driver, source)
 
     # cron and pub/sub
     @functools.cached_property
@@ -443,6 +478,18 @@ class AsyncStore:
         """See :meth:`Store.redrive`."""
         return int(await self._run(self._ops.redrive(dlq, to, limit)))
 
+    async def list_jobs(
+        self,
+        queue: str,
+        *,
+        states: Iterable[JobState | str] = (),
+        limit: int = 100,
+        after: IdLike | None = None,
+    ) -> list[Job]:
+        """See :meth:`Store.list_jobs`."""
+        result: list[Job] = await self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
+
     async def maintain(self) -> MaintenanceReport:
         """See :meth:`Store.maintain`."""
         counts = {field: await self._run(plan) for field, plan in self._ops.maintenance()}
@@ -470,6 +517,17 @@ class AsyncStore:
         if changed:
             self._wake(queue)
         return changed
+
+    def using(self, conn: Any) -> AsyncStore:
+        """See :meth:`Store.using`: ``conn`` is an async connection of this store's driver
+        (a ``psycopg.AsyncConnection``, or an ``asyncpg`` connection, also one acquired from
+        an ``asyncpg`` pool). Returns at once: nothing is awaited."""
+        source: AsyncSource = _callers_source(self.driver, conn, face="async")
+        if self.engine.emulated:
+            from .engines.emulation import guard_async
+
+            source = guard_async(source, _guard_profile(self.engine))
+        return AsyncStore(self.engine, self.driver, source)
 
     @functools.cached_property
     def _messaging(self) -> Messaging:
@@ -587,12 +645,51 @@ def _guard_profile(engine: Engine) -> Any:
     return PROFILES[str(engine.description.emulation_profile)]
 
 
+_POOL_CLASSES = (
+    ("psycopg_pool", "ConnectionPool"),
+    ("psycopg_pool", "AsyncConnectionPool"),
+    ("asyncpg.pool", "Pool"),
+)
+"""Pools :meth:`Store.using` refuses (looked up only where their library is imported)."""
+
+
+def _is_pool(native: Any) -> bool:
+    for module, name in _POOL_CLASSES:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and isinstance(native, cls):
+            return True
+    return False
+
+
+def _callers_source(drv: SyncDriver | AsyncDriver, conn: Any, *, face: str) -> Any:
+    """``conn`` as a source for :meth:`Store.using` (the face puts the emulation guard in
+    front when the engine is emulated)."""
+    if _is_pool(conn):
+        raise InvalidOptions(
+            "conn",
+            type(conn).__name__,
+            "using() joins the transaction open on a connection, and a pool has none: "
+            "borrow a connection from the pool (psycopg_pool: pool.connection(), asyncpg: "
+            "pool.acquire()) and pass that",
+        )
+    source = drv.adopt(conn)
+    if source is None:
+        raise InvalidOptions(
+            "conn",
+            type(conn).__name__,
+            f"is not a connection of this {face} store's driver {drv.name!r}",
+        )
+    return source
+
+
 def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
     ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
-    persistent), or a connection or pool of the chosen driver that you own (so that ``send``
-    joins your transaction). Keyword options (:class:`ConnectOptions`):
+    persistent), or a connection of the chosen driver that you own (statements join its open
+    transaction), or a pool of it (the store borrows from it; each call commits on its own,
+    never joining a transaction of yours: use :meth:`Store.using` for that). Keyword options
+    (:class:`ConnectOptions`):
 
     - ``engine``: ``postgres`` (default), ``cockroachdb``, ``yugabytedb``, ``citus``,
       ``pglite`` (default for a pglite URI), ``auto`` (detected from the server), or a

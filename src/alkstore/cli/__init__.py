@@ -1,8 +1,9 @@
-"""The ``alkstore`` command: demo, conformance, bench, migrate, queues, worker.
+"""The ``alkstore`` command: demo, conformance, bench, worker, and the admin commands.
 
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
 its parser and sets ``handler`` (a function taking the parsed arguments and returning the
-exit status).
+exit status). An error a handler raises prints as one line on stderr (exit status 1); with
+``--debug`` (before or after the subcommand) its traceback is shown instead.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib.metadata import version
 
-SUBCOMMANDS = ("demo", "conformance", "bench", "admin", "worker")
+SUBCOMMANDS = ("demo", "conformance", "bench", "admin", "jobs", "schema", "worker")
 """Modules of this package that register subcommands."""
 
 
@@ -21,6 +23,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="alkstore", description="alkstore: a job-queue storage engine for PostgreSQL"
     )
+    parser.add_argument("--version", action="version", version=f"alkstore {version('alkstore')}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
         module = importlib.import_module(f"{__name__}.{name}")
@@ -31,8 +35,30 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``alkstore`` console script."""
     args = build_parser().parse_args(argv)
-    status: int = args.handler(args)
+    try:
+        status: int = args.handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"alkstore {args.command}: {one_line(exc)}", file=sys.stderr)
+        return 1
     return status
+
+
+def one_line(exc: BaseException) -> str:
+    """An error as one line: alkstore's own errors by their message, others (a driver's
+    connection error) prefixed with their type."""
+    from ..core.errors import AlkstoreError
+    from .common import CliError
+
+    lines = str(exc).strip().splitlines()
+    text = lines[0].strip() if lines else ""
+    if isinstance(exc, AlkstoreError | CliError):
+        return text or type(exc).__name__
+    name = type(exc).__name__
+    return f"{name}: {text}" if text else name
 
 
 if __name__ == "__main__":

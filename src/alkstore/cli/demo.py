@@ -123,7 +123,8 @@ def run_demo(
         try:
             store.create_queue(DEAD_LETTERS)
             store.create_queue(QUEUE, retry_limit=1, dead_letter=DEAD_LETTERS)
-            with Progress(console=console) as progress:
+            # Bars only on a terminal: piped output gets the results, not progress frames.
+            with Progress(console=console, disable=not console.is_terminal) as progress:
                 send_seconds = _send(store, jobs, progress)
                 drain_seconds, retried = _drain(store, jobs, consumers, batch, progress)
             stats = store.queue_stats(QUEUE)

@@ -16,6 +16,7 @@ from .description import EngineDescription, ServerInfo
 from .options import NewJob, QueueOptions
 from .plans import Plan, Row
 from .records import Handoff, Job, Queue, QueueStats
+from .states import JobState
 from .targets import Targets
 
 
@@ -174,6 +175,14 @@ class Engine(Protocol):
 
     def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
         """Move dead letters back as fresh jobs."""
+        ...
+
+    # listing
+    def list_jobs(
+        self, queue: str, states: Sequence[JobState], limit: int, after: uuid.UUID | None
+    ) -> Plan[list[Job]]:
+        """Up to ``limit`` jobs of ``queue`` in ``states`` (all when empty), ids after
+        ``after``, in id order (read-only; keyset pages)."""
         ...
 
     # maintenance

@@ -18,6 +18,7 @@ from ..core.description import EngineDescription, ServerInfo
 from ..core.options import NewJob, QueueOptions
 from ..core.plans import Plan
 from ..core.records import Handoff, Job, Queue, QueueStats
+from ..core.states import JobState
 from ..core.targets import Targets
 from ..core.validation import check_engine_options
 from .postgres import PostgresEngine
@@ -143,6 +144,12 @@ class DelegatingEngine:
     def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.redrive`."""
         return self.inner.redrive(dlq, to, limit)
+
+    def list_jobs(
+        self, queue: str, states: Sequence[JobState], limit: int, after: uuid.UUID | None
+    ) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.list_jobs`."""
+        return self.inner.list_jobs(queue, states, limit, after)
 
     def expire(self) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.expire`."""

@@ -155,3 +155,31 @@ def test_the_stores_own_transaction_retries_a_serialization_failure(alkstore_sto
         assert alkstore_store.get_job("q", job).state == JobState.CANCELLED
 
     _run(scenario())
+
+
+@pytest.mark.requires("several_sessions")  # the caller's connection is a second session
+def test_using_joins_the_callers_transaction(alkstore_store):
+    # store.using(conn): a rollback discards the job, a commit keeps it (docs/drivers.md).
+    alkstore_store.create_queue("q")
+
+    async def scenario() -> tuple[Any, Any]:
+        async with caller_connection(alkstore_store) as conn:
+            mine = (await _store_on(alkstore_store, conn)).using(conn.native)
+            await conn.run("BEGIN")
+            lost = await _maybe(mine.send("q", {"n": 1}))
+            await conn.run("ROLLBACK")
+            await conn.run("BEGIN")
+            kept = await _maybe(mine.send("q", {"n": 2}))
+            assert alkstore_store.get_job("q", kept) is None  # not before the commit
+            await conn.run("COMMIT")
+        return lost, kept
+
+    outcome: list[tuple[Any, Any]] = []
+
+    async def collect() -> None:
+        outcome.append(await scenario())
+
+    _run(collect())
+    lost, kept = outcome[0]
+    assert alkstore_store.get_job("q", lost) is None
+    assert alkstore_store.get_job("q", kept).data == {"n": 2}

@@ -1,0 +1,29 @@
+"""Settings: the database comes from ``SHOP_DSN`` (a ``postgresql://`` URI)."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+SHOP_DSN = os.environ["SHOP_DSN"]
+"""Django's database, as a URI: the store opens its own connections from it."""
+
+_dsn = urlsplit(SHOP_DSN)
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",  # psycopg 3
+        "NAME": _dsn.path.lstrip("/"),
+        "USER": _dsn.username or "",
+        "PASSWORD": _dsn.password or "",
+        "HOST": _dsn.hostname or "",
+        "PORT": str(_dsn.port or ""),
+    }
+}
+INSTALLED_APPS = ["django_shop"]
+ROOT_URLCONF = "django_shop.urls"
+SECRET_KEY = "example-only"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+USE_TZ = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+MIDDLEWARE: list[str] = []

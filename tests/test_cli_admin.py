@@ -1,0 +1,273 @@
+"""The admin commands (``queues``, ``queue``, ``stats``, ``jobs``, ``job``, ``retry``, ``cancel``,
+``resume``, ``delete``, ``redrive``, ``migrate``) against the run's real PostgreSQL.
+
+They run in-process through :func:`alkstore.cli.main`, as the console script does; one test
+runs the installed ``alkstore`` script with its output piped.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+import alkstore
+from alkstore import cli
+
+
+@pytest.fixture(autouse=True)
+def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rich wraps at COLUMNS when output is not a terminal: keep lines whole for matching."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+@pytest.fixture
+def store(pg_dsn: str, schema_name: str) -> Iterator[alkstore.Store]:
+    with alkstore.connect(pg_dsn, schema=schema_name) as opened:
+        yield opened
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``alkstore ARGV``: (exit status, stdout, stderr)."""
+    status = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> Any:
+    status, out, err = run(capsys, *argv, "--json")
+    assert status == 0, err
+    return json.loads(out)
+
+
+def _schema_exists(dsn: str, schema: str) -> bool:
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,))
+        return found.fetchone() is not None
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"alkstore {alkstore_version()}"
+
+
+def alkstore_version() -> str:
+    from importlib.metadata import version
+
+    return version("alkstore")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["queues"],
+        ["queue", "q"],
+        ["stats"],
+        ["jobs", "q"],
+        ["job", "q", "0190b6d2-0000-7000-8000-000000000000"],
+        ["cancel", "q", "0190b6d2-0000-7000-8000-000000000000"],
+        ["redrive", "q"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_commands_never_create_a_schema(
+    argv: list[str], pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out, err = run(capsys, *argv, "--dsn", pg_dsn, "--schema", schema_name)
+    assert status == 1
+    assert err == f"alkstore {argv[0]}: schema {schema_name!r} is not installed in that " + (
+        "database (alkstore migrate installs it)\n"
+    )
+    assert out == ""
+    assert not _schema_exists(pg_dsn, schema_name)
+
+
+def test_an_unreachable_server_is_one_line_and_debug_shows_the_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dsn = f"postgresql://postgres@127.0.0.1:{_closed_port()}/x"
+    status, out, err = run(capsys, "queues", "--dsn", dsn)
+    assert status == 1 and out == ""
+    assert err.startswith("alkstore queues: OperationalError: connection")
+    assert err.count("\n") == 1 and "Traceback" not in err
+    with pytest.raises(psycopg.OperationalError):
+        cli.main(["queues", "--dsn", dsn, "--debug"])
+    with pytest.raises(psycopg.OperationalError):
+        cli.main(["--debug", "queues", "--dsn", dsn])
+
+
+def test_queues_queue_and_stats(
+    store: alkstore.Store, pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.create_queue("dead")
+    store.create_queue("q", retry_limit=0, dead_letter="dead")
+    store.send_many("q", [{"data": i} for i in range(3)])
+    store.fetch("q")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    queues = run_json(capsys, "queues", *where)
+    assert [q["name"] for q in queues] == ["dead", "q"]
+    q = queues[1]
+    assert q["options"]["dead_letter"] == "dead" and q["options"]["retry_limit"] == 0
+    assert q["counts"] == {
+        "created": 2,
+        "retry": 0,
+        "active": 1,
+        "completed": 0,
+        "cancelled": 0,
+        "failed": 0,
+    }
+    assert (q["queued"], q["total"]) == (2, 3)
+    one = run_json(capsys, "queue", "q", *where)
+    assert one.pop("oldest_queued_seconds") >= q.pop("oldest_queued_seconds") >= 0
+    assert one == q
+
+    stats = run_json(capsys, "stats", "q", *where)
+    assert [(s["queue"], s["queued"], s["total"]) for s in stats] == [("q", 2, 3)]
+    assert stats[0]["oldest_queued_seconds"] >= 0
+    assert [s["queue"] for s in run_json(capsys, "stats", *where)] == ["dead", "q"]
+    status, _, err = run(capsys, "stats", "q", "nope", *where)
+    assert status == 1 and err == "alkstore stats: queue: queue 'nope' does not exist\n"
+
+    status, out, _ = run(capsys, "queues", *where)
+    assert status == 0 and "dead" in out and "q" in out
+    status, out, _ = run(capsys, "queue", "q", *where)
+    assert status == 0 and "dead_letter" in out
+    status, _, err = run(capsys, "queue", "nope", *where)
+    assert status == 1 and err == f"alkstore queue: no queue 'nope' in schema {schema_name!r}\n"
+
+
+def test_jobs_pages_by_state_and_job_shows_one(
+    store: alkstore.Store, pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.create_queue("q")
+    ids = [str(i) for i in store.send_many("q", [{"data": {"n": i}} for i in range(5)])]
+    (active,) = store.fetch("q")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    page = run_json(capsys, "jobs", "q", "--state", "created", "--limit", "2", *where)
+    assert [j["state"] for j in page["jobs"]] == ["created", "created"]
+    assert page["next_after"] == page["jobs"][-1]["id"]
+    after = page["next_after"]
+    rest = run_json(capsys, "jobs", "q", "--state", "created", "--after", after, *where)
+    assert rest["next_after"] is None
+    listed = [j["id"] for j in page["jobs"] + rest["jobs"]]
+    assert sorted(listed) == sorted(set(ids) - {str(active.id)})
+    both = run_json(capsys, "jobs", "q", "--state", "active", "--state", "created", *where)
+    assert len(both["jobs"]) == 5
+
+    job = run_json(capsys, "job", "q", str(active.id), *where)
+    assert job["id"] == str(active.id) and job["state"] == "active"
+    assert job["data"] == active.data and job["started_on"] is not None
+
+    status, out, _ = run(capsys, "jobs", "q", "--limit", "2", *where)
+    assert status == 0 and "more: --after" in out and '{"n":' in out
+    missing = "0190b6d2-0000-7000-8000-000000000000"
+    status, _, err = run(capsys, "job", "q", missing, *where)
+    assert status == 1 and err == f"alkstore job: no job {missing} in queue 'q'\n"
+    status, _, err = run(capsys, "jobs", "nope", *where)
+    assert status == 1 and "nope" in err and err.count("\n") == 1
+
+
+def test_cancel_resume_retry_delete_and_redrive(
+    store: alkstore.Store, pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.create_queue("dead")
+    store.create_queue("q", retry_limit=0, dead_letter="dead")
+    a, b = store.send_many("q", [{"data": 1}, {"data": 2}])
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    cancelled = run_json(capsys, "cancel", "q", str(a), str(b), *where)
+    assert cancelled == {"queue": "q", "requested": 2, "cancelled": 2}
+    assert run_json(capsys, "resume", "q", str(a), *where)["resumed"] == 1
+    assert store.get_job("q", a).state == alkstore.JobState.CREATED
+    (job,) = store.fetch("q")
+    store.fail("q", [job], "boom")  # no retries left: failed, and a dead letter
+    assert run_json(capsys, "retry", "q", str(a), str(b), *where) == {
+        "queue": "q",
+        "requested": 2,
+        "retried": 1,
+    }
+    assert store.get_job("q", a).state == alkstore.JobState.RETRY
+    status, out, _ = run(capsys, "delete", "q", str(b), *where)
+    assert (status, out.strip()) == (0, "deleted 1 of 1 jobs in queue 'q'")
+    assert store.get_job("q", b) is None
+
+    assert run_json(capsys, "redrive", "dead", *where) == {"queue": "dead", "redriven": 1}
+    assert len(store.list_jobs("q")) == 2  # a, and a's dead letter back in q
+
+
+def test_migrate_dry_run_prints_the_sql_and_changes_nothing(
+    pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    status, out, err = run(capsys, "migrate", "--dry-run", *where)
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(f"-- schema {schema_name!r}: not installed -> version ")
+    assert any(line.startswith(f'CREATE TABLE "{schema_name}".job') for line in lines)
+    assert not _schema_exists(pg_dsn, schema_name)
+
+    document = run_json(capsys, "migrate", "--dry-run", *where)
+    assert document["from"] is None and document["dry_run"] is True
+    assert document["to"] >= 1 and document["statements"]
+    assert not _schema_exists(pg_dsn, schema_name)
+
+    assert run_json(capsys, "migrate", *where) == {
+        "schema": schema_name,
+        "from": None,
+        "to": document["to"],
+        "dry_run": False,
+    }
+    status, out, _ = run(capsys, "migrate", "--dry-run", *where)
+    assert out.strip() == (
+        f"schema {schema_name!r} is at version {document['to']}, the latest: nothing to do"
+    )
+    with alkstore.connect(pg_dsn, schema=schema_name, migrate=False) as store:
+        assert store.queues() == []
+
+
+def test_piped_output_is_plain_text(store: alkstore.Store, pg_dsn: str, schema_name: str) -> None:
+    store.create_queue("q")
+    store.send("q", {"markup": "[bold]x[/bold]"})
+    script = shutil.which("alkstore")
+    assert script is not None
+    done = subprocess.run(
+        [script, "jobs", "q", "--dsn", pg_dsn, "--schema", schema_name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert "\x1b" not in done.stdout and "\r" not in done.stdout
+    assert "[bold]x[/bold]" in done.stdout
+
+
+def test_every_admin_command_is_registered_and_the_dsn_may_come_from_the_environment(
+    store: alkstore.Store,
+    pg_dsn: str,
+    schema_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    admin = {"queues", "queue", "stats", "jobs", "job", "retry", "cancel", "resume", "delete"}
+    assert admin | {"redrive", "migrate"} <= set(commands)
+    store.create_queue("q")
+    monkeypatch.setenv("ALKSTORE_DSN", pg_dsn)
+    assert [q["name"] for q in run_json(capsys, "queues", "--schema", schema_name)] == ["q"]
