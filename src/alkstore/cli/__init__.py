@@ -14,7 +14,17 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import version
 
-SUBCOMMANDS = ("demo", "conformance", "bench", "admin", "jobs", "schema", "worker")
+SUBCOMMANDS = (
+    "demo",
+    "conformance",
+    "bench",
+    "admin",
+    "jobs",
+    "schema",
+    "worker",
+    "dashboard",
+    "metrics",
+)
 """Modules of this package that register subcommands."""
 
 

@@ -1,0 +1,61 @@
+"""``alkstore dashboard``: serve the web dashboard (the ``alkstore[dashboard]`` extra).
+
+It binds 127.0.0.1 unless told otherwise and never creates a schema (docs/dashboard.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .common import DSN_ENV, CliError
+
+TOKEN_ENV = "ALKSTORE_DASHBOARD_TOKEN"
+"""The environment variable ``--token`` defaults to (a token on the command line is visible
+to every user of the machine in the process list)."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``dashboard`` subcommand."""
+    parser = subparsers.add_parser("dashboard", help="serve the web dashboard")
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get(DSN_ENV),
+        required=DSN_ENV not in os.environ,
+        help=f"postgresql://… (default: ${DSN_ENV})",
+    )
+    parser.add_argument("--engine", default=None, help="postgres (default), auto, cockroachdb, …")
+    parser.add_argument("--driver", default="psycopg", choices=("psycopg", "asyncpg"))
+    parser.add_argument("--schema", default="alkstore")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8080)
+    parser.add_argument("--read-only", action="store_true", help="show, never change, anything")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"require this token of every request (default: ${TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
+    parser.set_defaults(handler=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+
+        from alkstore.dashboard import DashboardSettings, create_app
+    except ImportError as exc:
+        raise CliError(f"the dashboard needs pip install 'alkstore[dashboard]' ({exc})") from exc
+    settings = DashboardSettings(
+        dsn=args.dsn,
+        schema=args.schema,
+        engine=args.engine,
+        driver=args.driver,
+        read_only=args.read_only,
+        token=args.token or None,
+    )
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    return 0

@@ -1,0 +1,286 @@
+"""The dashboard's ASGI app: pages over an :class:`~alkstore.AsyncStore`, actions as POSTs.
+
+Pages: the queues with their counts (``/``), a queue's jobs filtered by state with keyset
+paging (``/queues/{queue}``), one job (``/queues/{queue}/jobs/{id}``), the schedules
+(``/schedules``). Actions (retry, cancel, resume, delete a job; redrive a dead-letter
+queue) are POSTs carrying the process's CSRF token and go through the store's operations
+only; ``read_only`` removes their forms and refuses them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import json
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+import alkstore
+from alkstore.core.records import Job
+from alkstore.core.states import JobState
+
+from .history import History, chart
+from .security import GuardMiddleware, new_secret, same
+
+JOB_ACTIONS = ("retry", "cancel", "resume", "delete")
+"""What a job's page can do to it, each one store operation."""
+
+PAGE_SIZE = 50
+"""Jobs per page of a queue."""
+
+
+LOG = logging.getLogger(__name__)
+
+
+class DashboardError(Exception):
+    """The dashboard cannot start (its schema is not installed)."""
+
+
+@attrs.frozen
+class DashboardSettings:
+    """Where the dashboard's store is and what it may do.
+
+    ``read_only`` hides and refuses every action; ``token`` (when set) is required of every
+    request; ``sample_seconds`` is how often queue counts are sampled for the throughput chart.
+    The store is opened with ``migrate=False``: the dashboard never creates a schema.
+    """
+
+    dsn: str
+    schema: str = "alkstore"
+    engine: str | None = None
+    driver: str = "psycopg"
+    read_only: bool = False
+    token: str | None = None
+    sample_seconds: float = 10.0
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("alkstore.dashboard", "templates"),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.filters["when"] = _when
+    env.filters["age"] = _age
+    env.filters["pretty"] = _pretty
+    return env
+
+
+def _when(value: dt.datetime | None) -> str:
+    return "" if value is None else value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _age(value: dt.timedelta | None) -> str:
+    if value is None:
+        return ""
+    seconds = value.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.1f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+def create_app(settings: DashboardSettings) -> Starlette:
+    """The dashboard as an ASGI app; it opens its store on startup and closes it on shutdown."""
+    env = _env()
+    csrf = new_secret()
+    history = History()
+    state: dict[str, alkstore.AsyncStore] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        store = await alkstore.connect_async(
+            settings.dsn,
+            engine=settings.engine,
+            driver=settings.driver,
+            schema=settings.schema,
+            migrate=False,
+        )
+        try:
+            if await store.schema_version() is None:
+                raise DashboardError(
+                    f"schema {settings.schema!r} is not installed in that database "
+                    "(alkstore migrate installs it; the dashboard never does)"
+                )
+        except BaseException:
+            await store.close()
+            raise
+        state["store"] = store
+        sampler = asyncio.create_task(_sample(store, history, settings.sample_seconds))
+        try:
+            yield
+        finally:
+            sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sampler
+            await store.close()
+
+    def render(request: Request, template: str, **context: Any) -> HTMLResponse:
+        body = env.get_template(template).render(
+            request=request,
+            csrf=csrf,
+            read_only=settings.read_only,
+            states=list(JobState),
+            done=request.query_params.get("done"),
+            **context,
+        )
+        return HTMLResponse(body)
+
+    def store() -> alkstore.AsyncStore:
+        return state["store"]
+
+    async def queues_page(request: Request) -> Response:
+        rows = []
+        for queue in await store().queues():
+            stats = await store().queue_stats(queue.name)
+            rows.append((queue, stats, chart(history.points(queue.name))))
+        return render(request, "queues.html", rows=rows)
+
+    async def jobs_page(request: Request) -> Response:
+        name = request.path_params["queue"]
+        queue = await store().get_queue(name)
+        if queue is None:
+            raise HTTPException(404, f"no queue {name!r}")
+        chosen = [s for s in request.query_params.getlist("state") if s in set(JobState)]
+        after = _uuid_or_none(request.query_params.get("after"))
+        jobs = await _select_jobs(store(), name, states=chosen, after=after)
+        more = len(jobs) > PAGE_SIZE
+        jobs = jobs[:PAGE_SIZE]
+        stats = await store().queue_stats(name)
+        return render(
+            request,
+            "jobs.html",
+            queue=queue,
+            stats=stats,
+            jobs=jobs,
+            chosen=chosen,
+            next_after=str(jobs[-1].id) if more else None,
+            paged=after is not None,
+        )
+
+    async def job_page(request: Request) -> Response:
+        name = request.path_params["queue"]
+        job_id = _uuid_or_none(request.path_params["job"])
+        job = None if job_id is None else await store().get_job(name, job_id)
+        if job is None:
+            raise HTTPException(404, "no such job")
+        return render(request, "job.html", job=job, error=_error_of(job))
+
+    async def schedules_page(request: Request) -> Response:
+        return render(request, "schedules.html", schedules=await store().schedules())
+
+    async def job_action(request: Request) -> Response:
+        await _check_post(request)
+        name = request.path_params["queue"]
+        action = request.path_params["action"]
+        job_id = _uuid_or_none(request.path_params["job"])
+        if action not in JOB_ACTIONS or job_id is None:
+            raise HTTPException(404, "no such action")
+        operation = {
+            "retry": store().retry,
+            "cancel": store().cancel,
+            "resume": store().resume,
+            "delete": store().delete_jobs,
+        }[action]
+        changed = await operation(name, [job_id])
+        target = f"/queues/{name}" if action == "delete" else f"/queues/{name}/jobs/{job_id}"
+        return RedirectResponse(f"{target}?done={action}+{changed}", status_code=303)
+
+    async def redrive(request: Request) -> Response:
+        await _check_post(request)
+        name = request.path_params["queue"]
+        moved = await store().redrive(name)
+        return RedirectResponse(f"/queues/{name}?done=redrive+{moved}", status_code=303)
+
+    async def _check_post(request: Request) -> None:
+        if settings.read_only:
+            raise HTTPException(403, "this dashboard is read-only")
+        origin = request.headers.get("origin")
+        if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+            raise HTTPException(403, "cross-origin request refused")
+        form = await request.form()
+        given = form.get("csrf")
+        if not isinstance(given, str) or not same(given, csrf):
+            raise HTTPException(403, "missing or wrong CSRF token")
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        response = render(request, "error.html", status=exc.status_code, detail=exc.detail)
+        response.status_code = exc.status_code
+        return response
+
+    static = Path(__file__).parent / "static"
+    routes = [
+        Route("/", queues_page),
+        Route("/schedules", schedules_page),
+        Route("/queues/{queue}", jobs_page),
+        Route("/queues/{queue}/redrive", redrive, methods=["POST"]),
+        Route("/queues/{queue}/jobs/{job}", job_page),
+        Route("/queues/{queue}/jobs/{job}/{action}", job_action, methods=["POST"]),
+        Mount("/static", StaticFiles(directory=static), name="static"),
+    ]
+    return Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        middleware=[Middleware(GuardMiddleware, token=settings.token)],
+        exception_handlers={HTTPException: not_found},
+    )
+
+
+async def _select_jobs(
+    store: alkstore.AsyncStore, queue: str, *, states: list[str], after: uuid.UUID | None
+) -> list[Job]:
+    """One page of ``queue``'s jobs plus one more (to know whether a next page exists).
+
+    Keyset paging on the job id (``list_jobs(after=…)``), so a page costs the same at any
+    depth of a large queue. Filters by key or text in data plug in here (``find_jobs``).
+    """
+    return await store.list_jobs(queue, states=states, limit=PAGE_SIZE + 1, after=after)
+
+
+async def _sample(store: alkstore.AsyncStore, history: History, every: float) -> None:
+    """Record every queue's counts each ``every`` seconds until cancelled."""
+    while True:
+        now = dt.datetime.now(dt.UTC)
+        try:
+            for queue in await store.queues():
+                history.record(await store.queue_stats(queue.name), now)
+        except Exception:
+            # The pages show the error of a lost database; the chart just misses a sample.
+            LOG.warning("sampling queue counts failed", exc_info=True)
+        await asyncio.sleep(every)
+
+
+def _uuid_or_none(text: str | None) -> uuid.UUID | None:
+    if not text:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise HTTPException(400, f"not a job id: {text!r}") from None
+
+
+def _error_of(job: Job) -> dict[str, Any] | None:
+    """The error a failed attempt left in ``output`` (``name``, ``message``, ``stack``), if any."""
+    if job.state not in (JobState.FAILED, JobState.RETRY) or not isinstance(job.output, dict):
+        return None
+    if not {"message", "stack"} & job.output.keys():
+        return None
+    return job.output

@@ -1,0 +1,101 @@
+"""What keeps the dashboard safe to open: optional token auth, CSRF tokens, strict headers.
+
+Every page is plain HTML and forms: no script runs in it, so the Content-Security-Policy
+forbids scripts outright, and job data (untrusted input) is escaped by Jinja2's autoescape.
+"""
+
+from __future__ import annotations
+
+import secrets
+from urllib.parse import urlencode
+
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+TOKEN_COOKIE = "alkstore_token"
+"""The cookie that remembers a valid ``?token=`` so links need not carry it."""
+
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+"""No script at all, nothing from elsewhere, never framed (clickjacking)."""
+
+
+def new_secret() -> str:
+    """A random URL-safe secret (a CSRF token of one server process)."""
+    return secrets.token_urlsafe(32)
+
+
+def same(given: str | None, expected: str) -> bool:
+    """Whether ``given`` is ``expected``, compared in constant time."""
+    return given is not None and secrets.compare_digest(given.encode(), expected.encode())
+
+
+class GuardMiddleware:
+    """Refuse a request without the token (when one is set) and add the safety headers.
+
+    The token is accepted as ``Authorization: Bearer …``, from the cookie, or once as
+    ``?token=…``, which sets the cookie (HttpOnly, SameSite=Strict) and redirects to the
+    same page without it, so the token does not stay in the address bar or history.
+    """
+
+    def __init__(self, app: ASGIApp, *, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Check the token, then pass the request on with the safety headers added."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request = Request(scope)
+        if self.token is not None:
+            refusal = self._check(request)
+            if refusal is not None:
+                await _with_headers(refusal)(scope, receive, send)
+                return
+
+        async def send_with_headers(message: dict[str, object]) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))  # type: ignore[call-overload]
+                headers += [(k.encode(), v.encode()) for k, v in SAFETY_HEADERS.items()]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)  # type: ignore[arg-type]
+
+    def _check(self, request: Request) -> Response | None:
+        assert self.token is not None
+        header = request.headers.get("authorization", "")
+        if header.startswith("Bearer ") and same(header[7:], self.token):
+            return None
+        if same(request.cookies.get(TOKEN_COOKIE), self.token):
+            return None
+        query = request.query_params
+        if same(query.get("token"), self.token) and request.method == "GET":
+            rest = urlencode([(k, v) for k, v in query.multi_items() if k != "token"])
+            target = request.url.path + (f"?{rest}" if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(
+                TOKEN_COOKIE, self.token, httponly=True, samesite="strict", path="/"
+            )
+            return response
+        return PlainTextResponse(
+            "401: this dashboard needs its token (open it once with ?token=…)", status_code=401
+        )
+
+
+SAFETY_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+}
+"""Headers every response carries."""
+
+
+def _with_headers(response: Response) -> Response:
+    response.headers.update(SAFETY_HEADERS)
+    return response

@@ -1,0 +1,172 @@
+"""The dashboard in a real headless Chromium (Debian's package, driven by Playwright) against
+the test PostgreSQL: pages show the stored jobs, actions change the database, job data stays
+inert, and each page's screenshot is saved for docs/dashboard.md."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import alkstore
+from alkstore.core.states import JobState
+from alkstore.dashboard import DashboardSettings
+from dashboard_support import ChromiumUnavailable, Seeded, find_chromium, seed, serve
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="the dev extra installs it")
+
+DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """A headless Debian chromium (installed when missing; skipped only where it cannot be)."""
+    try:
+        executable = find_chromium()
+    except ChromiumUnavailable as exc:
+        pytest.skip(str(exc))
+    with playwright_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(executable), headless=True)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def store(pg_dsn: str, schema_name: str) -> Iterator[alkstore.Store]:
+    """A store on a fresh schema (the test, not the dashboard, installs it)."""
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        yield store
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    """A page that records every dialog a script on it would open."""
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    page.dialogs = []
+    page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
+    yield page
+    context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    """Save the page's screenshot as docs/img/dashboard-NAME.png."""
+    DOCS_IMG.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(DOCS_IMG / f"dashboard-{name}.png"), full_page=True)
+
+
+def state_of(store: alkstore.Store, queue: str, job_id: Any) -> JobState | None:
+    job = store.get_job(queue, job_id)
+    return None if job is None else job.state
+
+
+def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str) -> None:
+    jobs: Seeded = seed(store)
+    expect = playwright_api.expect
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, sample_seconds=0.1)
+    with serve(settings) as url:
+        # Queues: counts per state; the throughput chart appears once samples exist.
+        deadline = time.monotonic() + 10
+        page.goto(url)
+        while page.locator("svg.spark").count() < 3:
+            assert time.monotonic() < deadline, "no throughput chart"
+            page.reload()
+        emails = page.locator("tr", has=page.get_by_role("link", name="emails", exact=True))
+        expect(emails.locator("td[data-state=created]")).to_have_text("2")
+        expect(emails.locator("td[data-state=completed]")).to_have_text("1")
+        expect(emails.locator("td[data-state=failed]")).to_have_text("1")
+        shot(page, "queues")
+
+        # A queue's jobs, filtered by state, paged by keyset.
+        page.get_by_role("link", name="reports", exact=True).click()
+        expect(page.locator("h1")).to_have_text("Queue reports")
+        expect(page.locator("tbody tr")).to_have_count(50)
+        first_page = page.locator("tbody tr td a.mono").all_inner_texts()
+        shot(page, "jobs")
+        page.get_by_role("link", name="Next page").click()
+        second_page = page.locator("tbody tr td a.mono").all_inner_texts()
+        assert len(second_page) == 50 and not set(first_page) & set(second_page)
+        page.get_by_role("link", name="Next page").click()
+        expect(page.locator("tbody tr")).to_have_count(20)
+        expect(page.get_by_role("link", name="Next page")).to_have_count(0)
+
+        page.goto(f"{url}/queues/emails")
+        page.get_by_label("failed").check()
+        page.get_by_role("button", name="Filter").click()
+        expect(page.locator("tbody tr")).to_have_count(1)
+        expect(page.locator("tbody tr a.mono")).to_have_text(str(jobs.failed))
+
+        # A failed job: its error with the stack; Retry makes it ready to run again.
+        page.locator("tbody tr a.mono").click()
+        expect(page.locator("pre.stack")).to_contain_text("SMTPError: 550 mailbox unavailable")
+        shot(page, "job-failed")
+        page.get_by_role("button", name="Retry").click()
+        expect(page.locator(".done")).to_have_text("Done: retry 1")
+        assert state_of(store, "emails", jobs.failed) == JobState.RETRY
+
+        # The dead letter it left: lineage back to the source job; redrive sends it back.
+        page.goto(f"{url}/queues/emails_dlq/jobs/{jobs.dead}")
+        expect(page.locator("a.mono", has_text=str(jobs.failed))).to_be_visible()
+        shot(page, "job-dead-letter")
+        page.goto(f"{url}/queues/emails_dlq")
+        page.get_by_role("button", name="Redrive").click()
+        expect(page.locator(".done")).to_have_text("Done: redrive 1")
+        assert store.list_jobs("emails_dlq") == []
+
+        # Cancel, resume and delete a queued job.
+        page.goto(f"{url}/queues/emails/jobs/{jobs.queued}")
+        page.get_by_role("button", name="Cancel").click()
+        expect(page.locator(".done")).to_have_text("Done: cancel 1")
+        assert state_of(store, "emails", jobs.queued) == JobState.CANCELLED
+        page.get_by_role("button", name="Resume").click()
+        expect(page.locator(".done")).to_have_text("Done: resume 1")
+        assert state_of(store, "emails", jobs.queued) == JobState.CREATED
+        page.get_by_role("button", name="Delete").click()
+        expect(page.locator(".done")).to_have_text("Done: delete 1")
+        assert state_of(store, "emails", jobs.queued) is None
+
+        # A completed job shows its output.
+        page.goto(f"{url}/queues/emails/jobs/{jobs.completed}")
+        expect(page.locator("pre.data").last).to_contain_text('"message_id": "m-1"')
+        shot(page, "job")
+
+        # Untrusted data renders as text: no script ran, no dialog opened.
+        page.goto(f"{url}/queues/emails/jobs/{jobs.script}")
+        expect(page.locator("#job-data")).to_contain_text("<script>window.__pwned = 1;")
+        page.goto(f"{url}/queues/emails")
+        expect(page.locator("td.data", has_text="<script>")).to_have_count(1)
+        assert page.evaluate("() => window.__pwned") is None
+        assert page.dialogs == []
+
+        page.goto(f"{url}/schedules")
+        expect(page.locator("tbody tr").first).to_contain_text("0 3 * * *")
+        shot(page, "schedules")
+
+        # A POST without the page's CSRF token, or from another origin, changes nothing.
+        target = f"{url}/queues/emails/jobs/{jobs.script}/cancel"
+        assert page.request.post(target, form={"csrf": "guess"}).status == 403
+        page.goto(f"{url}/queues/emails/jobs/{jobs.script}")
+        csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+        foreign = page.request.post(
+            target, form={"csrf": csrf}, headers={"Origin": "http://evil.example"}
+        )
+        assert foreign.status == 403
+        assert state_of(store, "emails", jobs.script) == JobState.CREATED
+
+
+def test_read_only_shows_no_action_and_refuses_them(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    jobs = seed(store)
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, read_only=True)
+    with serve(settings) as url:
+        page.goto(f"{url}/queues/emails/jobs/{jobs.queued}")
+        playwright_api.expect(page.locator(".badge")).to_have_text("read-only")
+        assert page.locator("form[method=post]").count() == 0
+        response = page.request.post(f"{url}/queues/emails/jobs/{jobs.queued}/cancel")
+        assert response.status == 403
+        assert state_of(store, "emails", jobs.queued) == JobState.CREATED

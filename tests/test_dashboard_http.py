@@ -1,0 +1,70 @@
+"""The dashboard's HTTP edges, served by uvicorn against the test PostgreSQL (no browser):
+token auth, safety headers, 404s, and that it never creates a schema."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+import alkstore
+from alkstore.dashboard import DashboardError, DashboardSettings, create_app
+from dashboard_support import serve
+
+
+@pytest.fixture
+def installed(pg_dsn: str, schema_name: str) -> Iterator[alkstore.Store]:
+    """A store on a fresh, installed schema with one queue."""
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        store.create_queue("emails")
+        yield store
+
+
+def test_a_token_is_required_and_remembered_in_a_strict_cookie(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, token="s3cret")
+    with serve(settings) as url, httpx.Client(base_url=url) as client:
+        refused = client.get("/")
+        assert refused.status_code == 401
+        assert "Content-Security-Policy" in refused.headers
+        assert client.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert client.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+        entry = client.get("/queues/emails?token=s3cret&state=failed")
+        assert entry.status_code == 303
+        assert entry.headers["location"] == "/queues/emails?state=failed"
+        cookie = entry.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        page = client.get(entry.headers["location"])
+        assert page.status_code == 200 and "Queue emails" in page.text
+
+
+def test_pages_carry_a_no_script_policy_and_unknown_things_are_404(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url, httpx.Client(base_url=url) as client:
+        page = client.get("/")
+        policy = page.headers["Content-Security-Policy"]
+        assert "default-src 'none'" in policy and "script-src" not in policy
+        assert page.headers["X-Frame-Options"] == "DENY"
+        assert client.get("/queues/nope").status_code == 404
+        assert client.get("/queues/emails/jobs/not-an-id").status_code == 400
+        missing = "/queues/emails/jobs/00000000-0000-0000-0000-000000000000"
+        assert client.get(missing).status_code == 404
+
+
+def test_it_never_creates_a_schema(pg_dsn: str, schema_name: str) -> None:
+    app = create_app(DashboardSettings(dsn=pg_dsn, schema=schema_name))
+
+    async def start() -> None:
+        async with app.router.lifespan_context(app):
+            pass
+
+    with pytest.raises(DashboardError, match="not installed"):
+        asyncio.run(start())
+    with alkstore.connect(pg_dsn, schema=schema_name, migrate=False) as store:
+        assert store.schema_version() is None
