@@ -76,6 +76,7 @@ def _env() -> Environment:
     env.filters["when"] = _when
     env.filters["age"] = _age
     env.filters["pretty"] = _pretty
+    env.filters["brief"] = _brief
     return env
 
 
@@ -91,6 +92,11 @@ def _age(value: dt.timedelta | None) -> str:
         if seconds >= size:
             return f"{seconds / size:.1f}{unit}"
     return f"{seconds:.0f}s"
+
+
+def _brief(value: Any, width: int = 80) -> str:
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _pretty(value: Any) -> str:

@@ -90,7 +90,7 @@ class GuardMiddleware:
 SAFETY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make forms send Origin: null
     "X-Frame-Options": "DENY",
 }
 """Headers every response carries."""
