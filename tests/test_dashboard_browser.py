@@ -9,14 +9,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import playwright.sync_api as playwright_api
 import pytest
 
 import alkstore
 from alkstore.core.states import JobState
 from alkstore.dashboard import DashboardSettings
 from dashboard_support import ChromiumUnavailable, Seeded, find_chromium, seed, serve
-
-playwright_api = pytest.importorskip("playwright.sync_api", reason="the dev extra installs it")
 
 DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
 
@@ -69,12 +68,19 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
     expect = playwright_api.expect
     settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, sample_seconds=0.1)
     with serve(settings) as url:
-        # Queues: counts per state; the throughput chart appears once samples exist.
+        # Queues: counts per state; the throughput chart draws the jobs a worker completes
+        # between the dashboard's samples.
         deadline = time.monotonic() + 10
         page.goto(url)
-        while page.locator("svg.spark").count() < 3:
-            assert time.monotonic() < deadline, "no throughput chart"
-            page.reload()
+        reports_line = page.locator("tr", has=page.get_by_role("link", name="reports", exact=True))
+        line = reports_line.locator("polyline.completed")
+        seen = None
+        for batch in range(6):
+            store.complete("reports", store.fetch("reports", batch_size=2 + batch * 3))
+            while line.count() == 0 or line.get_attribute("points") == seen:  # a new sample
+                assert time.monotonic() < deadline, "the throughput chart never moved"
+                page.reload()
+            seen = line.get_attribute("points")
         emails = page.locator("tr", has=page.get_by_role("link", name="emails", exact=True))
         expect(emails.locator("td[data-state=created]")).to_have_text("2")
         expect(emails.locator("td[data-state=completed]")).to_have_text("1")

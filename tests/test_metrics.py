@@ -7,11 +7,8 @@ import subprocess
 import sys
 
 import httpx
-import pytest
 
 import alkstore
-
-pytest.importorskip("prometheus_client", reason="the dev extra installs it")
 
 
 def test_metrics_command_serves_queue_stats(pg_dsn: str, schema_name: str) -> None:
