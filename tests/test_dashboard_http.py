@@ -4,6 +4,10 @@ token auth, safety headers, 404s, and that it never creates a schema."""
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import httpx
@@ -68,3 +72,30 @@ def test_it_never_creates_a_schema(pg_dsn: str, schema_name: str) -> None:
         asyncio.run(start())
     with alkstore.connect(pg_dsn, schema=schema_name, migrate=False) as store:
         assert store.schema_version() is None
+
+
+def test_the_command_binds_localhost_and_takes_its_token_from_the_environment(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    command = [sys.executable, "-m", "alkstore.cli", "dashboard", "--dsn", pg_dsn]
+    command += ["--schema", schema_name, "--port", "0", "--read-only"]
+    env = {**os.environ, "ALKSTORE_DASHBOARD_TOKEN": "from-env", "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert process.stderr is not None
+        started = re.compile(r"Uvicorn running on (http://\S+)")
+        lines = []
+        for line in process.stderr:  # ends when the process does: a failed start fails here
+            lines.append(line)
+            found = started.search(line)
+            if found:
+                break
+        assert found, "".join(lines)
+        url = found.group(1)
+        assert url.startswith("http://127.0.0.1:")
+        assert httpx.get(url, timeout=10).status_code == 401
+        page = httpx.get(url, headers={"Authorization": "Bearer from-env"}, timeout=10)
+        assert page.status_code == 200 and "read-only" in page.text
+    finally:
+        process.terminate()
+        process.wait(timeout=20)

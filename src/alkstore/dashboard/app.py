@@ -39,6 +39,10 @@ from .security import GuardMiddleware, new_secret, same
 JOB_ACTIONS = ("retry", "cancel", "resume", "delete")
 """What a job's page can do to it, each one store operation."""
 
+QUEUE_ACTIONS: dict[str, str] = {"redrive": "Redrive queued jobs to their source queue"}
+"""What a queue's page can do to it (name: button label), each one store operation run by
+:func:`_queue_action`. Pausing a queue plugs in here once the store has it."""
+
 PAGE_SIZE = 50
 """Jobs per page of a queue."""
 
@@ -174,6 +178,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             request,
             "jobs.html",
             queue=queue,
+            queue_actions=QUEUE_ACTIONS,
             stats=stats,
             jobs=jobs,
             chosen=chosen,
@@ -209,11 +214,14 @@ def create_app(settings: DashboardSettings) -> Starlette:
         target = f"/queues/{name}" if action == "delete" else f"/queues/{name}/jobs/{job_id}"
         return RedirectResponse(f"{target}?done={action}+{changed}", status_code=303)
 
-    async def redrive(request: Request) -> Response:
+    async def queue_action(request: Request) -> Response:
         await _check_post(request)
         name = request.path_params["queue"]
-        moved = await store().redrive(name)
-        return RedirectResponse(f"/queues/{name}?done=redrive+{moved}", status_code=303)
+        action = request.path_params["action"]
+        if action not in QUEUE_ACTIONS:
+            raise HTTPException(404, "no such action")
+        changed = await _queue_action(store(), name, action)
+        return RedirectResponse(f"/queues/{name}?done={action}+{changed}", status_code=303)
 
     async def _check_post(request: Request) -> None:
         if settings.read_only:
@@ -237,7 +245,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         Route("/", queues_page),
         Route("/schedules", schedules_page),
         Route("/queues/{queue}", jobs_page),
-        Route("/queues/{queue}/redrive", redrive, methods=["POST"]),
+        Route("/queues/{queue}/{action}", queue_action, methods=["POST"]),
         Route("/queues/{queue}/jobs/{job}", job_page),
         Route("/queues/{queue}/jobs/{job}/{action}", job_action, methods=["POST"]),
         Mount("/static", StaticFiles(directory=static), name="static"),
@@ -259,6 +267,13 @@ async def _select_jobs(
     depth of a large queue. Filters by key or text in data plug in here (``find_jobs``).
     """
     return await store.list_jobs(queue, states=states, limit=PAGE_SIZE + 1, after=after)
+
+
+async def _queue_action(store: alkstore.AsyncStore, queue: str, action: str) -> int:
+    """Run the queue action ``action`` (a key of :data:`QUEUE_ACTIONS`); how many jobs moved."""
+    if action == "redrive":
+        return await store.redrive(queue)
+    raise HTTPException(404, "no such action")
 
 
 async def _sample(store: alkstore.AsyncStore, history: History, every: float) -> None:
