@@ -110,6 +110,7 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
         page.locator("tbody tr a.mono").click()
         expect(page.locator("pre.stack")).to_contain_text("SMTPError: 550 mailbox unavailable")
         shot(page, "job-failed")
+        expect(page.get_by_role("button", name="Cancel")).to_have_count(0)  # not failed jobs
         page.get_by_role("button", name="Retry").click()
         expect(page.locator(".done")).to_have_text("Done: retry 1")
         assert state_of(store, "emails", jobs.failed) == JobState.RETRY

@@ -30,14 +30,16 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import alkstore
+from alkstore.core.errors import QueueNotFound
 from alkstore.core.records import Job
-from alkstore.core.states import JobState
+from alkstore.core.states import JobState, Operation, accepts
 
 from .history import History, chart
 from .security import GuardMiddleware, new_secret, same
 
 JOB_ACTIONS = ("retry", "cancel", "resume", "delete")
-"""What a job's page can do to it, each one store operation."""
+"""What a job's page can do to it, each one store operation; its page offers those the job's
+state accepts (core's transition table)."""
 
 QUEUE_ACTIONS: dict[str, str] = {"redrive": "Redrive queued jobs to their source queue"}
 """What a queue's page can do to it (name: button label), each one store operation run by
@@ -192,7 +194,8 @@ def create_app(settings: DashboardSettings) -> Starlette:
         job = None if job_id is None else await store().get_job(name, job_id)
         if job is None:
             raise HTTPException(404, "no such job")
-        return render(request, "job.html", job=job, error=_error_of(job))
+        actions = [a for a in JOB_ACTIONS if a == "delete" or accepts(Operation(a), job.state)]
+        return render(request, "job.html", job=job, actions=actions, error=_error_of(job))
 
     async def schedules_page(request: Request) -> Response:
         return render(request, "schedules.html", schedules=await store().schedules())
@@ -234,7 +237,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
         if not isinstance(given, str) or not same(given, csrf):
             raise HTTPException(403, "missing or wrong CSRF token")
 
-    async def not_found(request: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
+        if isinstance(exc, QueueNotFound):  # a queue deleted while its page was open
+            exc = HTTPException(404, str(exc))
         assert isinstance(exc, HTTPException)
         response = render(request, "error.html", status=exc.status_code, detail=exc.detail)
         response.status_code = exc.status_code
@@ -254,7 +259,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(GuardMiddleware, token=settings.token)],
-        exception_handlers={HTTPException: not_found},
+        exception_handlers={HTTPException: http_error, QueueNotFound: http_error},
     )
 
 
