@@ -180,7 +180,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             request,
             "jobs.html",
             queue=queue,
-            queue_actions=QUEUE_ACTIONS,
+            queue_actions=await _queue_actions(store(), name),
             stats=stats,
             jobs=jobs,
             chosen=chosen,
@@ -272,6 +272,12 @@ async def _select_jobs(
     depth of a large queue. Filters by key or text in data plug in here (``find_jobs``).
     """
     return await store.list_jobs(queue, states=states, limit=PAGE_SIZE + 1, after=after)
+
+
+async def _queue_actions(store: alkstore.AsyncStore, queue: str) -> dict[str, str]:
+    """The :data:`QUEUE_ACTIONS` that apply to ``queue``: redrive to a dead-letter queue."""
+    dead_letters = {q.options.dead_letter for q in await store.queues()}
+    return {k: v for k, v in QUEUE_ACTIONS.items() if k != "redrive" or queue in dead_letters}
 
 
 async def _queue_action(store: alkstore.AsyncStore, queue: str, action: str) -> int:
