@@ -99,3 +99,11 @@ def test_the_command_binds_localhost_and_takes_its_token_from_the_environment(
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+def test_settings_refuse_an_empty_token_and_a_zero_sampling_interval() -> None:
+    with pytest.raises(ValueError, match="token"):
+        DashboardSettings(dsn="postgresql://x/y", token="")
+    with pytest.raises(ValueError, match="sample_seconds"):
+        DashboardSettings(dsn="postgresql://x/y", sample_seconds=0)
+    assert "s3cret" not in repr(DashboardSettings(dsn="postgresql://x/y", token="s3cret"))

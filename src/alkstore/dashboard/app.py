@@ -70,8 +70,12 @@ class DashboardSettings:
     engine: str | None = None
     driver: str = "psycopg"
     read_only: bool = False
-    token: str | None = None
-    sample_seconds: float = 10.0
+    token: str | None = attrs.field(
+        default=None,
+        repr=False,  # a secret: kept out of logs and tracebacks
+        validator=attrs.validators.optional(attrs.validators.min_len(1)),
+    )
+    sample_seconds: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
 
 
 def _env() -> Environment:
