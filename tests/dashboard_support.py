@@ -3,11 +3,7 @@ and Debian's chromium (installed with apt-get under a file lock when missing).""
 
 from __future__ import annotations
 
-import os
-import shutil
 import socket
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -19,43 +15,21 @@ import attrs
 import uvicorn
 
 import alkstore
-from alkstore.conformance.cluster import locked_file
+from alkstore.conformance.packages import ensure_program
 from alkstore.dashboard import DashboardSettings, create_app
 
 CHROMIUM = Path("/usr/bin/chromium")
-APT_TIMEOUT = 600
 SCRIPT_DATA = {
     "html": "<script>window.__pwned = 1; alert('xss')</script><img src=x onerror=alert(2)>"
 }
 
 
-class ChromiumUnavailable(Exception):
-    """Chromium is not installed and cannot be installed here (why is the message)."""
-
-
 def find_chromium() -> Path:
-    """Debian's chromium, installed with apt-get first when missing (needs root)."""
-    if CHROMIUM.is_file():
-        return CHROMIUM
-    apt = shutil.which("apt-get")
-    if os.geteuid() != 0 or apt is None:
-        raise ChromiumUnavailable("chromium is not installed and apt-get as root is not available")
-    with locked_file(Path(tempfile.gettempdir()) / "alkstore-chromium-install.lock"):
-        if CHROMIUM.is_file():
-            return CHROMIUM
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        install = [apt, "install", "-y", "-q", "chromium"]
-        for command in (install, [apt, "update", "-q"], install):
-            result = subprocess.run(
-                command, capture_output=True, text=True, timeout=APT_TIMEOUT, env=env
-            )
-            if command is install and result.returncode == 0:
-                break
-    if not CHROMIUM.is_file():
-        raise ChromiumUnavailable(
-            f"apt-get install chromium failed: {(result.stdout + result.stderr).strip()[-500:]}"
-        )
-    return CHROMIUM
+    """Debian's chromium, installed with apt-get first when missing (needs root); raises
+    :class:`~alkstore.conformance.packages.PackageUnavailable` with the reason otherwise."""
+    return ensure_program(
+        "chromium", lambda: CHROMIUM if CHROMIUM.is_file() else None, recommends=True
+    )
 
 
 @contextmanager

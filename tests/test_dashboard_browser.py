@@ -13,9 +13,10 @@ import playwright.sync_api as playwright_api
 import pytest
 
 import alkstore
+from alkstore.conformance.packages import PackageUnavailable
 from alkstore.core.states import JobState
 from alkstore.dashboard import DashboardSettings
-from dashboard_support import ChromiumUnavailable, Seeded, find_chromium, seed, serve
+from dashboard_support import Seeded, find_chromium, seed, serve
 
 DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
 
@@ -25,7 +26,7 @@ def browser() -> Iterator[Any]:
     """A headless Debian chromium (installed when missing; skipped only where it cannot be)."""
     try:
         executable = find_chromium()
-    except ChromiumUnavailable as exc:
+    except PackageUnavailable as exc:
         pytest.skip(str(exc))
     with playwright_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(executable), headless=True)

@@ -28,59 +28,23 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .cluster import ClusterError, TempCluster, ThrowawayProcess, _free_port, locked_file
-
-APT_TIMEOUT = 900.0
-"""Seconds ``apt-get`` may take to install PgBouncer."""
+from .cluster import ClusterError, TempCluster, ThrowawayProcess, _free_port
+from .packages import PackageUnavailable, ensure_program
 
 POOL_SIZE = 8
 """Server connections per database and user: fewer than a test run's clients."""
 
 
-class PgBouncerUnavailable(ClusterError):
+class PgBouncerUnavailable(PackageUnavailable):
     """PgBouncer is not installed and cannot be installed here."""
 
 
 def find_pgbouncer(*, install: bool = True) -> Path:
     """The ``pgbouncer`` program; installed with apt-get first when missing and ``install``."""
-    found = _installed()
-    if found is not None:
-        return found
-    if not install:
-        raise PgBouncerUnavailable("pgbouncer is not installed")
-    if os.geteuid() != 0:
-        raise PgBouncerUnavailable(
-            "pgbouncer is not installed, and installing it (apt-get install pgbouncer) needs root"
-        )
-    apt = shutil.which("apt-get")
-    if apt is None:
-        raise PgBouncerUnavailable("pgbouncer is not installed and there is no apt-get")
-    # Test runs in parallel lanes may both need it: one apt-get at a time (dpkg's own lock
-    # would fail the second instead of making it wait).
-    with locked_file(Path(tempfile.gettempdir()) / "alkstore-pgbouncer-install.lock"):
-        found = _installed()
-        if found is not None:
-            return found
-        return _apt_install(apt)
-
-
-def _apt_install(apt: str) -> Path:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install_cmd = [apt, "install", "-y", "--no-install-recommends", "-q", "pgbouncer"]
-    # Without package lists (a fresh container) install fails: update them and try again.
-    for command in (install_cmd, [apt, "update", "-q"], install_cmd):
-        result = subprocess.run(
-            command, capture_output=True, text=True, timeout=APT_TIMEOUT, env=env
-        )
-        if command is install_cmd and result.returncode == 0:
-            break
-    found = _installed()
-    if found is None:
-        raise PgBouncerUnavailable(
-            f"apt-get install pgbouncer failed ({result.returncode}): "
-            f"{(result.stdout + result.stderr).strip()[-500:]}"
-        )
-    return found
+    try:
+        return ensure_program("pgbouncer", _installed, install=install)
+    except PackageUnavailable as exc:
+        raise PgBouncerUnavailable(str(exc)) from exc
 
 
 def _installed() -> Path | None:
