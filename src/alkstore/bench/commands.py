@@ -22,7 +22,7 @@ from . import scale as scale_bench
 from .drain import Backend, drain_alkstore
 from .environment import fingerprint
 from .isolation import run_isolated
-from .peers import PEERS, DrainSpec, peer_versions, run_peer
+from .peers import LATENCY_PEERS, PEERS, DrainSpec, peer_versions, run_peer
 from .progress import Progress
 from .report import (
     DRAIN_COLUMNS,
@@ -409,8 +409,10 @@ def latency(
     duration: float,
     poll_interval: float,
     batch: int,
+    peers: Sequence[str] = LATENCY_PEERS,
 ) -> dict[str, Any]:
-    """``bench latency``: send -> fetch latency against a polling consumer."""
+    """``bench latency``: send -> consumer latency of a polling consumer and of ``work()``,
+    then of each of ``peers``' workers, in the same run."""
     arguments = _arguments(
         engine=engine,
         drivers=drivers,
@@ -418,7 +420,11 @@ def latency(
         duration=duration,
         poll_interval=poll_interval,
         batch=batch,
+        peers=peers,
     )
+    unknown = [n for n in peers if n not in LATENCY_PEERS]
+    if unknown:
+        raise ValueError(f"unknown latency peers {unknown}: choose from {', '.join(LATENCY_PEERS)}")
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         def one(cell: tuple[str, str]) -> Row:
@@ -436,11 +442,26 @@ def latency(
 
         consumers = (latency_bench.POLL, latency_bench.WORK)
         rows = _each(progress, "latency cells", [(d, c) for d in drivers for c in consumers], one)
+
+        def peer(name: str) -> Row:
+            return latency_bench.peer_latency_cell(
+                name,
+                server.dsn,
+                rate=rate,
+                duration=duration,
+                concurrency=batch,
+                schema=_schema("peer"),
+            )
+
+        rows += _each(progress, "peer latency cells", list(peers), peer)
         notes = [
             f"poll: a consumer fetches up to {batch} jobs and sleeps "
             f"{poll_interval * 1000:g} ms after any fetch that was not full (send -> fetch). "
             f"work(): store.work(concurrency={batch}) woken by LISTEN/NOTIFY, sends from a "
-            "second store (send -> handler start; pg8000 cannot listen, so it polls)."
+            "second store (send -> handler start; pg8000 cannot listen, so it polls). "
+            f"Peers: their workers (concurrency {batch}) woken by NOTIFY, sends from a second "
+            "connection (send -> handler start). send p50/p99: how long each send took (a "
+            "durable commit waits for its WAL flush: the floor under every row)."
         ]
         table = Table(
             f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes
@@ -448,8 +469,9 @@ def latency(
         chart = _bar_chart(
             "send -> fetch p50 / p99 ms",
             {
-                f"{r['driver']} {r['consumer']} {q}": r[f"{q}_ms"] or 0.0
+                f"{r['system']} {r['driver']} {r['consumer']} {q}": r[f"{q}_ms"] or 0.0
                 for r in rows
+                if r.get("available", True)
                 for q in ("p50", "p99")
             },
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..bench import commands
 from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, WORK
-from ..bench.peers import PEERS
+from ..bench.peers import LATENCY_PEERS, PEERS
 from ..bench.report import err
 
 
@@ -180,6 +180,13 @@ def register(subparsers: Any) -> None:
         help="seconds the consumer sleeps after a short fetch (0.05)",
     )
     latency.add_argument("--batch", type=int, default=10, help="consumer fetch batch size")
+    latency.add_argument(
+        "--peers",
+        type=name_list(LATENCY_PEERS),
+        default=list(LATENCY_PEERS),
+        help=f"comma-separated peers whose workers are measured too: {', '.join(LATENCY_PEERS)} "
+        "(all)",
+    )
 
     scale = _subcommand(sub, "scale", "fetch latency and drain rate vs queue depth", _scale)
     scale.add_argument(
@@ -288,6 +295,7 @@ def _latency(args: argparse.Namespace) -> int:
         duration=args.duration,
         poll_interval=args.poll_interval,
         batch=args.batch,
+        peers=args.peers,
     )
     return 0
 
