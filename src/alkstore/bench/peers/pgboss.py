@@ -116,7 +116,7 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
         "timeoutSeconds": spec.timeout,
         "checkpoint": True,
     }
-    system = NAME if mode == "loop" else f"{NAME} work()"
+    system = NAME if mode == "loop" else f"{NAME}-work"
     cell = Cell(system=system, driver="node-postgres", consumers=spec.consumers, batch=spec.batch)
     drop_schema(dsn, schema)
     finished = [0]  # the script reports only at the end
