@@ -153,6 +153,17 @@ def test_latency(_bench_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "no-such-dir" in peer["reason"]
 
 
+def test_rss(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(_bench_dsn, tmp_path, "rss --jobs 500 --concurrency 2 --batch 10 --every 0.05")
+    (row,) = doc["results"]
+    assert row["handled"] == 500
+    samples = row["rss_samples"]
+    assert row["samples"] == len(samples) >= 2
+    assert samples[0]["handled"] == 0 and samples[-1]["handled"] == 500
+    assert all(s["rss_mb"] > 0 for s in samples)
+    assert row["rss_max_mb"] == max(s["rss_mb"] for s in samples)
+
+
 def test_scale(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,

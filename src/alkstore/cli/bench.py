@@ -1,4 +1,4 @@
-"""``alkstore bench``: drain, contention, enqueue, latency, scale and peers benchmarks.
+"""``alkstore bench``: drain, contention, enqueue, latency, rss, scale and peers benchmarks.
 
 Every subcommand takes ``--dsn`` (default: a throwaway durable PostgreSQL), ``--json FILE``
 (default ``bench-results/<command>-<timestamp>.json``) and ``--plot FILE.png``; see
@@ -188,6 +188,12 @@ def register(subparsers: Any) -> None:
         "(all)",
     )
 
+    rss = _subcommand(sub, "rss", "worker RSS sampled through a drain through work()", _rss)
+    rss.add_argument("--jobs", type=int, default=1_000_000, help="jobs drained (%(default)s)")
+    rss.add_argument("--concurrency", type=int, default=8, help="worker concurrency (8)")
+    rss.add_argument("--batch", type=int, default=100, help="worker batch_size (100)")
+    rss.add_argument("--every", type=float, default=1.0, help="seconds between samples (1)")
+
     scale = _subcommand(sub, "scale", "fetch latency and drain rate vs queue depth", _scale)
     scale.add_argument(
         "--depths",
@@ -296,6 +302,19 @@ def _latency(args: argparse.Namespace) -> int:
         poll_interval=args.poll_interval,
         batch=args.batch,
         peers=args.peers,
+    )
+    return 0
+
+
+def _rss(args: argparse.Namespace) -> int:
+    commands.rss(
+        _options(args),
+        engine=args.engine,
+        drivers=args.driver,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        batch=args.batch,
+        every=args.every,
     )
     return 0
 
