@@ -12,7 +12,7 @@ import pytest
 from alkstore import InvalidOptions, JobState, QueueNotFound
 from alkstore.conformance.harness import StoreHandle
 from alkstore.engines.postgres.runtime import claim_pass
-from alkstore.worker import WorkerEvent
+from alkstore.worker import WorkerEvent, WorkOptions
 
 from .conftest import eventually
 from .workers import execute, side_table, work
@@ -143,6 +143,28 @@ def test_expiry_reaches_the_handler_through_the_supervisor(alkstore_store):
         assert saw.wait(30)
     job = alkstore_store.get_job("q", job_id)
     assert job.state is JobState.FAILED and job.output == {"message": "job timed out"}
+
+
+def test_the_default_supervisor_expires_a_job_about_a_second_after_its_deadline(alkstore_store):
+    """The default cadence claims a maintenance pass every second, and the supervisor alone
+    (no maintain() here) fails a job once the controllable clock is past its expiry. The
+    10 s poll deadline only bounds a failure on a loaded machine: how soon it happens is
+    the cadence's, asserted above, not a timing measured by the test."""
+    assert WorkOptions().maintenance_interval <= 1.0
+    alkstore_store.create_queue("q", expire_seconds=60, retry_limit=0)
+    started, release = threading.Event(), threading.Event()
+
+    def handler(job, ctx):
+        started.set()
+        release.wait(30)
+
+    with work(alkstore_store, "q", handler, poll_interval=0.05):
+        job_id = alkstore_store.send("q", 1)
+        assert started.wait(30)
+        alkstore_store.advance(61)
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.FAILED, timeout=10)
+        release.set()
+    assert alkstore_store.get_job("q", job_id).output == {"message": "job timed out"}
 
 
 def test_running_jobs_are_heartbeaten(alkstore_store):
