@@ -83,6 +83,30 @@ class WorkerCore(Generic[C]):
         )
         return plan if opts.durable_claims else unflushed(self._engine, plan)
 
+    def _refused(self, jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+        """The fetched jobs this worker may run, and those it must fail instead: a job that
+        sets its own ``heartbeat_seconds``, on a transactional worker whose engine lacks
+        ``transactional_heartbeat`` (work() refuses such a queue up front; a job-level
+        heartbeat is only seen here, and its heartbeat would abort the handler's
+        transaction)."""
+        caps = self._store.engine.capabilities
+        if not self.options.transactional or caps.transactional_heartbeat:
+            return jobs, []
+        return (
+            [job for job in jobs if not job.heartbeat_seconds],
+            [job for job in jobs if job.heartbeat_seconds],
+        )
+
+    def _refusal(self) -> dict[str, str]:
+        """The stored error of a refused job."""
+        engine = self._store.engine.name
+        return {
+            "name": "InvalidOptions",
+            "message": f"heartbeat_seconds: a transactional worker cannot heartbeat this job "
+            f"(engine {engine!r} lacks transactional_heartbeat)",
+            "stack": "",
+        }
+
     def _calls(self, jobs: list[Job]) -> list[list[Job]]:
         """The handler calls of fetched jobs: one with them all, or one per job."""
         return [jobs] if self.options.batch else [[job] for job in jobs]

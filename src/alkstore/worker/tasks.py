@@ -70,8 +70,12 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), opts.poll_interval)
                 continue
+            jobs, refused = self._refused(jobs)
+            if refused:
+                await self._fail_refused(refused)
             if not jobs:
-                await self._nap(opts.poll_interval)
+                if not refused:
+                    await self._nap(opts.poll_interval)
                 continue
             for call in self._calls(jobs):
                 ctx = self._begin(call, self._stopping.is_set())
@@ -79,6 +83,14 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
                 task = self._loop.create_task(self._call(ctx))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+
+    async def _fail_refused(self, jobs: list[Job]) -> None:
+        try:
+            await self._store.fail(self.queue, jobs, self._refusal())
+        except Exception as exc:
+            self._event("settle_error", error=error_of(exc)["message"])
+            return
+        self._report([(job, self._refusal()) for job in jobs])
 
     async def _call(self, ctx: AsyncJobContext) -> None:
         # As the thread shell: a slot chains complete_and_fetch while it claims jobs.

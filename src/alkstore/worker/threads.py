@@ -72,13 +72,25 @@ class Worker(WorkerCore[JobContext]):
                 self._event("fetch_error", error=error_of(exc)["message"])
                 self._stopping.wait(opts.poll_interval)
                 continue
+            jobs, refused = self._refused(jobs)
+            if refused:
+                self._fail_refused(refused)
             if not jobs:
-                self._wake.wait(opts.poll_interval)
+                if not refused:
+                    self._wake.wait(opts.poll_interval)
                 continue
             for call in self._calls(jobs):
                 ctx = self._begin(call, self._stopping.is_set())
                 self._idle.clear()
                 self._pool.submit(self._call, ctx)
+
+    def _fail_refused(self, jobs: list[Job]) -> None:
+        try:
+            self._store.fail(self.queue, jobs, self._refusal())
+        except Exception as exc:
+            self._event("settle_error", error=error_of(exc)["message"])
+            return
+        self._report([(job, self._refusal()) for job in jobs])
 
     def _call(self, ctx: JobContext) -> None:
         # A handler slot that completes its jobs also claims its next ones in the same

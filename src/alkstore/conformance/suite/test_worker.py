@@ -296,6 +296,24 @@ def test_transactional_with_heartbeat_needs_the_capability(alkstore_store):
             work(alkstore_store, "q", lambda job, ctx: None, transactional=True, **FAST)
 
 
+def test_transactional_refuses_a_job_level_heartbeat_without_the_capability(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    ran: list[object] = []
+    with work(
+        alkstore_store, "q", lambda job, ctx: ran.append(job.data), transactional=True, **FAST
+    ):
+        job_id = alkstore_store.send("q", "beats", heartbeat_seconds=30)
+        eventually(
+            lambda: _state(alkstore_store, "q", job_id) in (JobState.COMPLETED, JobState.FAILED)
+        )
+    job = alkstore_store.get_job("q", job_id)
+    if alkstore_store.engine.capabilities.transactional_heartbeat:
+        assert (job.state, ran) == (JobState.COMPLETED, ["beats"])
+    else:
+        assert (job.state, ran) == (JobState.FAILED, [])
+        assert "lacks transactional_heartbeat" in job.output["message"]
+
+
 def test_work_checks_its_arguments(alkstore_store):
     alkstore_store.create_queue("q")
     with pytest.raises(InvalidOptions, match="batch_size"):
