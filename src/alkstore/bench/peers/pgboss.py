@@ -103,7 +103,6 @@ def drain_work(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> Dr
 
 
 def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str) -> DrainResult:
-    target = install()
     args = {
         "mode": mode,
         "dsn": dsn,
@@ -122,17 +121,7 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
     finished = [0]  # the script reports only at the end
     try:
         with progress.track(cell.description, spec.jobs, lambda: finished[0]):
-            done = subprocess.run(
-                ["node", "drain.mjs"],
-                input=json.dumps(args),  # on stdin, so the DSN stays out of the process list
-                cwd=target,
-                capture_output=True,
-                text=True,
-                timeout=spec.timeout * 2 + 300,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"node exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-            data: dict[str, Any] = json.loads(done.stdout)
+            data = _node("drain.mjs", args, spec.timeout * 2 + 300)
             completed = finished[0] = _completed(dsn, schema)
     finally:
         drop_schema(dsn, schema)
@@ -157,7 +146,6 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
 
 def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) -> dict[str, Any]:
     """``{waits, sends}`` (seconds) of ``total`` jobs sent at ``rate`` to ``work()``."""
-    target = install()
     args = {
         "dsn": dsn,
         "schema": schema,
@@ -169,16 +157,21 @@ def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) ->
     }
     drop_schema(dsn, schema)
     try:
-        done = subprocess.run(
-            ["node", "latency.mjs"],
-            input=json.dumps(args),
-            cwd=target,
-            capture_output=True,
-            text=True,
-            timeout=total / rate + 300,
-        )
+        return _node("latency.mjs", args, total / rate + 300)
     finally:
         drop_schema(dsn, schema)
+
+
+def _node(script: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run ``script`` of the installed directory with ``args``; the JSON it prints."""
+    done = subprocess.run(
+        ["node", script],
+        input=json.dumps(args),  # on stdin, so the DSN stays out of the process list
+        cwd=install(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"node exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     result: dict[str, Any] = json.loads(done.stdout)
