@@ -135,14 +135,33 @@ def test_enqueue(_bench_dsn: str, tmp_path: Path) -> None:
         assert row["jobs"] == (20 if row["mode"] == "send" else 300)
 
 
-def test_latency(_bench_dsn: str, tmp_path: Path) -> None:
-    doc = bench(_bench_dsn, tmp_path, "latency --rate 40 --duration 0.5 --poll-interval 0.01")
-    polled, worked = doc["results"]
+def test_latency(_bench_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ALKSTORE_PGBOSS_DIR", str(tmp_path / "no-such-dir"))
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "latency --rate 40 --duration 0.5 --poll-interval 0.01 --peers pg-boss",
+    )
+    polled, worked, peer = doc["results"]
     assert (polled["consumer"], worked["consumer"]) == ("poll", "work()")
     for row in (polled, worked):
         assert row["received"] == row["sent"] == 20
         assert row["p50_ms"] > 0
+        assert row["send_p50_ms"] > 0
     assert polled["poll_interval_ms"] == 10
+    assert (peer["system"], peer["available"]) == ("pg-boss", False)
+    assert "no-such-dir" in peer["reason"]
+
+
+def test_rss(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(_bench_dsn, tmp_path, "rss --jobs 500 --concurrency 2 --batch 10 --every 0.05")
+    (row,) = doc["results"]
+    assert row["handled"] == 500
+    samples = row["rss_samples"]
+    assert row["samples"] == len(samples) >= 2
+    assert samples[0]["handled"] == 0 and samples[-1]["handled"] == 500
+    assert all(s["rss_mb"] > 0 for s in samples)
+    assert row["rss_max_mb"] == max(s["rss_mb"] for s in samples)
 
 
 def test_scale(_bench_dsn: str, tmp_path: Path) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -113,3 +114,65 @@ def test_timestamps_are_utc_without_the_session_setup(pg_dsn: str, schema_name: 
 def test_an_unknown_pooler_is_refused() -> None:
     with pytest.raises(InvalidOptions, match="pooler"):
         alkstore.connect("postgresql://nowhere/db", pooler="pgcat")
+
+
+def _wait_until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not met before the deadline"
+        time.sleep(0.01)
+
+
+def test_behind_the_pooler_workers_wake_through_listen_dsn(
+    bouncer: str, pg_dsn: str, schema_name: str
+) -> None:
+    """The store's pool goes through PgBouncer; its LISTEN connection straight to the server.
+    The worker polls once a minute, so only a NOTIFY from another store can wake it."""
+    events: list[str] = []
+    store = alkstore.connect(bouncer, schema=schema_name, pooler="pgbouncer", listen_dsn=pg_dsn)
+    other = alkstore.connect(bouncer, schema=schema_name, pooler="pgbouncer", migrate=False)
+    try:
+        store.create_queue("q")
+        done: list[object] = []
+        options = {
+            "poll_interval": 60.0,
+            "maintenance": False,
+            "on_event": lambda e: events.append(e.kind),
+        }
+        with store.work("q", lambda job: done.append(job.data), **options):
+            _wait_until(lambda: _listening(pg_dsn))
+            other.send("q", 1)
+            _wait_until(lambda: done == [1])
+        assert "listen_unavailable" not in events
+    finally:
+        other.close()
+        store.close()
+
+
+def _listening(dsn: str) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'"
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_behind_the_pooler_without_listen_dsn_workers_say_they_poll(
+    bouncer: str, schema_name: str
+) -> None:
+    events: list[str] = []
+    store = alkstore.connect(bouncer, schema=schema_name, pooler="pgbouncer")
+    try:
+        store.create_queue("q")
+        options = {"maintenance": False, "on_event": lambda e: events.append(e.kind)}
+        with store.work("q", lambda job: None, **options):
+            assert events == ["listen_unavailable"]
+    finally:
+        store.close()
+
+
+def test_listen_dsn_is_checked() -> None:
+    with pytest.raises(InvalidOptions, match="listen_dsn"):
+        alkstore.connect("postgresql://nowhere/db", listen_dsn="host=elsewhere")
+    with pytest.raises(InvalidOptions, match=r"listen_dsn.*lacks several sessions"):
+        alkstore.connect("pglite://", listen_dsn="postgresql://elsewhere/db")

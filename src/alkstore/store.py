@@ -594,6 +594,13 @@ def _pooler(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidOptions(attribute.name, value, f"must be None or one of {POOLERS}")
 
 
+def _listen_dsn(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not (
+        isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
+    ):
+        raise InvalidOptions(attribute.name, value, "must be None or a postgresql:// URI")
+
+
 @attrs.frozen(kw_only=True)
 class ConnectOptions:
     """The arguments of :func:`connect` / :func:`connect_async`, checked before any I/O."""
@@ -606,6 +613,28 @@ class ConnectOptions:
     emulate: bool = False
     engine_options: Mapping[str, Any] = attrs.field(factory=dict)
     pooler: str | None = attrs.field(default=None, validator=_pooler)
+    listen_dsn: str | None = attrs.field(default=None, validator=_listen_dsn)
+
+    def listen_at(self, target: Target) -> tuple[str, DriverSettings] | None:
+        """Where the worker runtime opens its LISTEN connection: ``listen_dsn`` (straight to
+        the server, so without the pooler's restrictions), else the store's own DSN unless
+        that is a transaction pooler (which hands a listening session to other clients
+        between transactions) or a caller's connection (docs/workers.md, "Wake-ups behind a
+        pooler")."""
+        if self.listen_dsn is not None:
+            return self.listen_dsn, attrs.evolve(self, pooler=None).settings(target)
+        if target.dsn is None or self.pooler is not None:
+            return None
+        return target.dsn, self.settings(target)
+
+    def check_listen(self, engine: Engine) -> None:
+        """Refuse ``listen_dsn`` where the engine cannot LISTEN from a session of its own."""
+        caps = engine.capabilities
+        if self.listen_dsn is not None and (not caps.listen_notify or caps.single_connection):
+            lacks = "listen_notify" if not caps.listen_notify else "several sessions"
+            raise InvalidOptions(
+                "listen_dsn", self.listen_dsn, f"engine {engine.name!r} lacks {lacks}"
+            )
 
     def settings(self, target: Target) -> DriverSettings:
         """Driver settings: one connection, no prepared statements, on single-session engines;
@@ -703,7 +732,10 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
       than this library is refused with :class:`SchemaVersionError`;
     - ``pooler``: ``"pgbouncer"`` when ``dsn`` is a pooler in transaction pooling mode
       (PgBouncer's ``pool_mode = transaction``): no prepared statements and no per-session
-      settings, which would not follow the store from one transaction to the next.
+      settings, which would not follow the store from one transaction to the next;
+    - ``listen_dsn``: a ``postgresql://`` URI straight to the server (not through the pooler)
+      where the store's workers LISTEN for wake-ups; needed behind a transaction pooler
+      (without it they poll there) and for a store on a caller's connection or pool.
     """
     opts = ConnectOptions(**options)
     target = resolve_target(dsn, opts.engine)
@@ -721,6 +753,7 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
         if target.needs_detection:
             detected = run_sync(source, drv, detect_plan())
         chosen = opts.engine_for(target, detected)
+        opts.check_listen(chosen)
         if opts.emulate:
             from .engines.emulation import guard_sync
 
@@ -730,8 +763,7 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
         target.close()
         raise
     store = Store(chosen, drv, source, on_close=target.close)
-    if target.dsn is not None:
-        store._listen_at = (target.dsn, opts.settings(target))
+    store._listen_at = opts.listen_at(target)
     try:
         store.migrate() if opts.migrate else store._run(chosen.check_version())
     except BaseException:
@@ -756,6 +788,7 @@ async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
         if target.needs_detection:
             detected = await run_async(source, drv, detect_plan())
         chosen = opts.engine_for(target, detected)
+        opts.check_listen(chosen)
         if opts.emulate:
             from .engines.emulation import guard_async
 
@@ -765,8 +798,7 @@ async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
         target.close()
         raise
     store = AsyncStore(chosen, drv, source, on_close=target.close)
-    if target.dsn is not None:
-        store._listen_at = (target.dsn, opts.settings(target))
+    store._listen_at = opts.listen_at(target)
     try:
         await (store.migrate() if opts.migrate else store._run(chosen.check_version()))
     except BaseException:

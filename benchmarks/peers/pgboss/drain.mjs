@@ -3,12 +3,17 @@
 // Usage: node drain.mjs < args.json, with {dsn, schema, queue, jobs, consumers, batch, warmup,
 // timeoutSeconds}. Jobs are inserted with boss.insert() in batches of 1,000; the drain runs
 // `consumers` concurrent loops of boss.fetch(queue, {batchSize}) + boss.complete(queue, ids),
-// the same loop the Python harness runs for alkstore. Prints one JSON object on stdout:
+// the same loop the Python harness runs for alkstore; with mode 'work' it drains through
+// boss.work() instead (batchSize = batch, localConcurrency = consumers, burstWhenBatchFull so
+// a full batch fetches again at once: its best settings for a drain), the clock stopping when
+// offWork has waited for the last completions. After the prefill: VACUUM ANALYZE, CHECKPOINT
+// (the preparation every system gets). Prints one JSON object on stdout:
 // enqueueSeconds, seconds, ids (every id delivered), fetchSeconds (each fetch call),
 // emptyFetches, peakRssBytes, versions. The harness counts completed jobs in the database.
 import { PgBoss } from 'pg-boss'
 import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
 
 const SEND_BATCH = 1000
 const args = JSON.parse(readFileSync(0, 'utf8'))
@@ -53,6 +58,22 @@ async function drain (boss, queue, target, consumers, batchSize, timeoutSeconds)
   return { seconds: (performance.now() - began) / 1000, ids, fetchSeconds, emptyFetches, timedOut }
 }
 
+async function drainWork (boss, queue, target, consumers, batchSize, timeoutSeconds) {
+  const ids = []
+  let resolveDone
+  const done = new Promise(resolve => { resolveDone = () => resolve(true) })
+  const began = performance.now()
+  await boss.work(queue, { batchSize, localConcurrency: consumers, burstWhenBatchFull: true },
+    async jobs => {
+      for (const job of jobs) ids.push(job.id)
+      if (ids.length >= target) resolveDone()
+    })
+  const finished = await Promise.race([done, sleep(timeoutSeconds * 1000, false, { ref: false })])
+  await boss.offWork(queue, { wait: true })
+  const seconds = (performance.now() - began) / 1000
+  return { seconds, ids, fetchSeconds: [], emptyFetches: 0, timedOut: !finished }
+}
+
 const boss = new PgBoss({
   connectionString: args.dsn,
   schema: args.schema,
@@ -68,12 +89,14 @@ await boss.createQueue(warmupQueue)
 
 const enqueueSeconds = await enqueue(boss, args.queue, args.jobs)
 await enqueue(boss, warmupQueue, args.warmup)
-await drain(boss, warmupQueue, args.warmup, args.consumers, args.batch, args.timeoutSeconds)
+const run = args.mode === 'work' ? drainWork : drain
+await run(boss, warmupQueue, args.warmup, args.consumers, args.batch, args.timeoutSeconds)
 if (args.checkpoint) {
+  await boss.getDb().executeSql('VACUUM ANALYZE')
   try { await boss.getDb().executeSql('CHECKPOINT') } catch { /* needs superuser: skipped */ }
 }
 
-const result = await drain(
+const result = await run(
   boss, args.queue, args.jobs, args.consumers, args.batch, args.timeoutSeconds)
 await boss.stop({ graceful: true, wait: true })
 

@@ -18,11 +18,12 @@ import attrs
 from ..engines import engine_class
 from . import enqueue as enqueue_bench
 from . import latency as latency_bench
+from . import rss as rss_bench
 from . import scale as scale_bench
 from .drain import Backend, drain_alkstore
 from .environment import fingerprint
 from .isolation import run_isolated
-from .peers import PEERS, DrainSpec, peer_versions, run_peer
+from .peers import LATENCY_PEERS, PEERS, DrainSpec, peer_versions, run_peer
 from .progress import Progress
 from .report import (
     DRAIN_COLUMNS,
@@ -409,8 +410,10 @@ def latency(
     duration: float,
     poll_interval: float,
     batch: int,
+    peers: Sequence[str] = LATENCY_PEERS,
 ) -> dict[str, Any]:
-    """``bench latency``: send -> fetch latency against a polling consumer."""
+    """``bench latency``: send -> consumer latency of a polling consumer and of ``work()``,
+    then of each of ``peers``' workers, in the same run."""
     arguments = _arguments(
         engine=engine,
         drivers=drivers,
@@ -418,7 +421,11 @@ def latency(
         duration=duration,
         poll_interval=poll_interval,
         batch=batch,
+        peers=peers,
     )
+    unknown = [n for n in peers if n not in LATENCY_PEERS]
+    if unknown:
+        raise ValueError(f"unknown latency peers {unknown}: choose from {', '.join(LATENCY_PEERS)}")
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         def one(cell: tuple[str, str]) -> Row:
@@ -436,11 +443,26 @@ def latency(
 
         consumers = (latency_bench.POLL, latency_bench.WORK)
         rows = _each(progress, "latency cells", [(d, c) for d in drivers for c in consumers], one)
+
+        def peer(name: str) -> Row:
+            return latency_bench.peer_latency_cell(
+                name,
+                server.dsn,
+                rate=rate,
+                duration=duration,
+                concurrency=batch,
+                schema=_schema("peer"),
+            )
+
+        rows += _each(progress, "peer latency cells", list(peers), peer)
         notes = [
             f"poll: a consumer fetches up to {batch} jobs and sleeps "
             f"{poll_interval * 1000:g} ms after any fetch that was not full (send -> fetch). "
             f"work(): store.work(concurrency={batch}) woken by LISTEN/NOTIFY, sends from a "
-            "second store (send -> handler start; pg8000 cannot listen, so it polls)."
+            "second store (send -> handler start; pg8000 cannot listen, so it polls). "
+            f"Peers: their workers (concurrency {batch}) woken by NOTIFY, sends from a second "
+            "connection (send -> handler start). send p50/p99: how long each send took (a "
+            "durable commit waits for its WAL flush: the floor under every row)."
         ]
         table = Table(
             f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes
@@ -448,14 +470,67 @@ def latency(
         chart = _bar_chart(
             "send -> fetch p50 / p99 ms",
             {
-                f"{r['driver']} {r['consumer']} {q}": r[f"{q}_ms"] or 0.0
+                f"{r['system']} {r['driver']} {r['consumer']} {q}": r[f"{q}_ms"] or 0.0
                 for r in rows
+                if r.get("available", True)
                 for q in ("p50", "p99")
             },
         )
         return Measured({"results": rows}, [table], chart)
 
     return run("latency", options, arguments, measure)
+
+
+# --- rss -----------------------------------------------------------------------------------
+
+
+def rss(
+    options: Options,
+    *,
+    engine: str,
+    drivers: Sequence[str],
+    jobs: int,
+    concurrency: int,
+    batch: int,
+    every: float,
+) -> dict[str, Any]:
+    """``bench rss``: the worker process's RSS sampled through a drain through ``work()``."""
+    arguments = _arguments(
+        engine=engine,
+        drivers=drivers,
+        jobs=jobs,
+        concurrency=concurrency,
+        batch=batch,
+        every=every,
+    )
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        rows: list[Row] = [
+            run_isolated(
+                progress,
+                f"rss {driver}",
+                jobs,
+                rss_bench.rss_cell,
+                server.dsn,
+                Backend(engine, driver, options.emulate),
+                jobs,
+                concurrency,
+                batch,
+                _schema("alkstore"),
+                every,
+                options.timeout,
+            )
+            for driver in drivers
+        ]
+        notes = [
+            f"store.work(concurrency={concurrency}, batch=True, batch_size={batch}), no-op "
+            f"handler, in a process of its own; VmRSS sampled every {every:g} s (all samples "
+            "in the JSON). Growth: the largest sample minus the first once 10% were handled."
+        ]
+        table = Table(f"worker RSS: {jobs:,} jobs", rss_bench.COLUMNS, rows, notes)
+        return Measured({"results": rows}, [table])
+
+    return run("rss", options, arguments, measure)
 
 
 # --- scale ---------------------------------------------------------------------------------
@@ -661,6 +736,7 @@ __all__ = [
     "enqueue",
     "latency",
     "peers",
+    "rss",
     "run",
     "scale",
 ]

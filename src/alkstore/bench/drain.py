@@ -25,7 +25,7 @@ from .loops import LoopOutcome, Tally, run_tasks, run_threads, tracked
 from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
 from .progress import Progress
 from .results import Cell, DrainResult
-from .server import checkpoint, drop_schema
+from .server import drop_schema, prepare_drain
 from .work_drain import work_tasks, work_threads
 
 SYNC_DRIVERS = ("psycopg", "pg8000")
@@ -305,7 +305,7 @@ def _drain_sync(d: _Drain) -> DrainResult:
         enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), d.jobs)
         send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
         loops(WARMUP_QUEUE, Tally(d.warmup))
-        checkpoint(d.dsn)
+        prepare_drain(d.dsn)
         with d.timed() as tally:
             outcome = loops(QUEUE, tally)
         completed = store.queue_stats(QUEUE).counts[JobState.COMPLETED]
@@ -328,7 +328,7 @@ async def _drain_async(d: _Drain) -> DrainResult:
         enqueue_seconds = await send_in_batches_async(lambda s: store.send_many(QUEUE, s), d.jobs)
         await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
         await loops(WARMUP_QUEUE, Tally(d.warmup))
-        await asyncio.to_thread(checkpoint, d.dsn)
+        await asyncio.to_thread(prepare_drain, d.dsn)
         with d.timed() as tally:
             outcome = await loops(QUEUE, tally)
         completed = (await store.queue_stats(QUEUE)).counts[JobState.COMPLETED]

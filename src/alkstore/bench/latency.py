@@ -7,6 +7,12 @@ woken by LISTEN/NOTIFY, with sends from a second store so that the wake-up cross
 server as it would between processes (the wait ends when the handler starts). A sender sends
 one job every ``1 / rate`` seconds for ``duration`` seconds; each job carries the time its
 ``send`` began. Everything runs in this process, so the clocks agree.
+
+The peers' workers are measured the same way in the same run (:func:`peer_latency_cell`):
+pg-boss ``work()`` with ``useListenNotify`` on a ``notify`` queue (its clock in Node),
+pgqueuer's ``QueueManager`` and procrastinate's worker with ``listen_notify``, each sending
+from a second connection. Every row also reports how long the sends took: a durable send
+waits for its commit's WAL flush, the floor under every system's latency on one disk.
 """
 
 from __future__ import annotations
@@ -15,12 +21,14 @@ import asyncio
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.records import Job
 from .drain import QUEUE, Backend, alkstore_row
-from .measure import Latency, reset_peak_rss
+from .measure import Latency, peak_rss_mb, reset_peak_rss
+from .pacing import deadline_after, paced_async, paced_sync
+from .peers import peer_module
 from .report import BACKEND_COLUMNS, Column
 from .server import drop_schema
 
@@ -29,7 +37,11 @@ POLL, WORK = "poll", "work()"
 WORK_POLL_INTERVAL = 1.0
 """The worker's polling backstop: wake-ups, not polls, deliver its jobs."""
 
+PEER_DRIVERS = {"pg-boss": "node-postgres", "pgqueuer": "asyncpg", "procrastinate": "psycopg"}
+"""The client library each latency peer runs on."""
+
 COLUMNS = (
+    Column("system", "system", justify="left"),
     *BACKEND_COLUMNS,
     Column("rate", "jobs/s sent"),
     Column("poll_interval_ms", "poll interval ms"),
@@ -39,6 +51,8 @@ COLUMNS = (
     Column("p95_ms", "p95 ms", 1),
     Column("p99_ms", "p99 ms", 1),
     Column("max_ms", "max ms", 1),
+    Column("send_p50_ms", "send p50 ms", 1),
+    Column("send_p99_ms", "send p99 ms", 1),
     Column("consumer", "consumer", justify="left"),
 )
 
@@ -50,7 +64,7 @@ class _Receiver:
         self.total = total
         self.waits: list[float] = []
         """Seconds from each job's ``send`` until the fetch that returned it."""
-        self.deadline = time.monotonic() + total / rate + 60.0
+        self.deadline = time.monotonic() + deadline_after(total, rate)
         """When the consumer gives up waiting for the last jobs."""
 
     @property
@@ -64,16 +78,22 @@ class _Receiver:
         self.waits.extend(now - float(job.data["sent"]) for job in jobs)
 
 
-def _delays(total: int, rate: float) -> Iterator[float]:
-    """Before each of ``total`` sends: how long to wait so they go out at ``rate`` a second."""
-    began = time.perf_counter()
-    for n in range(total):
-        yield began + n / rate - time.perf_counter()
-
-
-def _sent() -> dict[str, Any]:
+def _sent(began: float) -> dict[str, Any]:
     """The data of a job: when its ``send`` began."""
-    return {"sent": time.perf_counter()}
+    return {"sent": began}
+
+
+def _timings(waits: Sequence[float], sends: Sequence[float]) -> dict[str, Any]:
+    latency, send = Latency.of(list(waits)), Latency.of(list(sends))
+    return {
+        "received": len(waits),
+        "p50_ms": latency.p50_ms,
+        "p95_ms": latency.p95_ms,
+        "p99_ms": latency.p99_ms,
+        "max_ms": max(waits) * 1000 if waits else None,
+        "send_p50_ms": send.p50_ms,
+        "send_p99_ms": send.p99_ms,
+    }
 
 
 def latency_cell(
@@ -92,14 +112,15 @@ def latency_cell(
     try:
         args = (dsn, backend, rate, total, poll_interval, batch, schema)
         if consumer == WORK:
-            waits = asyncio.run(_work_async(*args)) if backend.is_async else _work_sync(*args)
+            waits, sends = (
+                asyncio.run(_work_async(*args)) if backend.is_async else _work_sync(*args)
+            )
         elif backend.is_async:
-            waits = asyncio.run(_latency_async(*args))
+            waits, sends = asyncio.run(_latency_async(*args))
         else:
-            waits = _run_sync(*args)
+            waits, sends = _run_sync(*args)
     finally:
         drop_schema(dsn, schema)
-    latency = Latency.of(waits)
     return alkstore_row(
         backend,
         {
@@ -110,19 +131,44 @@ def latency_cell(
             ),
             "batch": batch,
             "sent": total,
-            "received": len(waits),
-            "p50_ms": latency.p50_ms,
-            "p95_ms": latency.p95_ms,
-            "p99_ms": latency.p99_ms,
-            "max_ms": max(waits) * 1000 if waits else None,
+            **_timings(waits, sends),
             "consumer": consumer,
         },
     )
 
 
+def peer_latency_cell(
+    name: str, dsn: str, *, rate: float, duration: float, concurrency: int, schema: str
+) -> dict[str, Any]:
+    """:func:`latency_cell` for peer ``name``'s worker (one of ``LATENCY_PEERS``)."""
+    total = max(1, round(rate * duration))
+    module = peer_module(name)
+    row: dict[str, Any] = {"system": name, "engine": "postgres", "driver": PEER_DRIVERS[name]}
+    row |= {"rate": rate, "sent": total, "poll_interval_ms": None}
+    row |= {"duration_s": duration, "batch": concurrency, "consumer": "worker (notify)"}
+    reason = module.unavailable()
+    if reason is not None:
+        return {**row, "available": False, "reason": reason}
+    reset_peak_rss()
+    try:
+        found = module.latency(dsn, rate, total, concurrency, schema)
+    except Exception as exc:
+        return {**row, "available": False, "reason": f"failed: {type(exc).__name__}: {exc}"}
+    return {
+        **row,
+        "available": True,
+        **_timings(found["waits"], found["sends"]),
+        "peak_rss_mb": None if name == "pg-boss" else peak_rss_mb(),
+    }
+
+
+Timings = tuple[list[float], list[float]]
+"""The waits (send -> consumer) and the seconds each send took."""
+
+
 def _run_sync(
     dsn: str, backend: Backend, rate: float, total: int, interval: float, batch: int, schema: str
-) -> list[float]:
+) -> Timings:
     with backend.open_sync(dsn, schema, pool_size=2) as store:
         store.create_queue(QUEUE)
         receiver = _Receiver(total, rate)
@@ -139,17 +185,14 @@ def _run_sync(
 
         consumer = threading.Thread(target=consume, name="bench-latency-consumer", daemon=True)
         consumer.start()
-        for delay in _delays(total, rate):
-            if delay > 0:
-                time.sleep(delay)
-            store.send(QUEUE, _sent())
+        sends = paced_sync(total, rate, lambda began: store.send(QUEUE, _sent(began)))
         consumer.join()
-    return receiver.waits
+    return receiver.waits, sends
 
 
 async def _latency_async(
     dsn: str, backend: Backend, rate: float, total: int, interval: float, batch: int, schema: str
-) -> list[float]:
+) -> Timings:
     store = await backend.open_async(dsn, schema, pool_size=2)
     async with store:
         await store.create_queue(QUEUE)
@@ -166,17 +209,14 @@ async def _latency_async(
                     await asyncio.sleep(interval)
 
         consumer = asyncio.ensure_future(consume())
-        for delay in _delays(total, rate):
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await store.send(QUEUE, _sent())
+        sends = await paced_async(total, rate, lambda began: store.send(QUEUE, _sent(began)))
         await consumer
-    return receiver.waits
+    return receiver.waits, sends
 
 
 def _work_sync(
     dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
-) -> list[float]:
+) -> Timings:
     with (
         backend.open_sync(dsn, schema, pool_size=batch + 4) as store,
         backend.open_sync(dsn, schema, pool_size=1) as sender,
@@ -193,17 +233,14 @@ def _work_sync(
 
         options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
         with store.work(QUEUE, handler, concurrency=batch, **options):
-            for delay in _delays(total, rate):
-                if delay > 0:
-                    time.sleep(delay)
-                sender.send(QUEUE, _sent())
+            sends = paced_sync(total, rate, lambda began: sender.send(QUEUE, _sent(began)))
             done.wait(max(0.0, receiver.deadline - time.monotonic()))
-    return receiver.waits
+    return receiver.waits, sends
 
 
 async def _work_async(
     dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
-) -> list[float]:
+) -> Timings:
     store = await backend.open_async(dsn, schema, pool_size=batch + 4)
     sender = await backend.open_async(dsn, schema, pool_size=1)
     async with store, sender:
@@ -219,13 +256,10 @@ async def _work_async(
 
         options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
         async with await store.work(QUEUE, handler, concurrency=batch, **options):
-            for delay in _delays(total, rate):
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                await sender.send(QUEUE, _sent())
+            sends = await paced_async(total, rate, lambda b: sender.send(QUEUE, _sent(b)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), receiver.deadline - time.monotonic())
-    return receiver.waits
+    return receiver.waits, sends
 
 
-__all__ = ["COLUMNS", "POLL", "WORK", "latency_cell"]
+__all__ = ["COLUMNS", "POLL", "WORK", "latency_cell", "peer_latency_cell"]

@@ -129,6 +129,15 @@ def checkpoint(dsn: str) -> None:
         conn.execute("CHECKPOINT")
 
 
+def prepare_drain(dsn: str) -> None:
+    """What every system's timed drain gets after its prefill, the same for all:
+    ``VACUUM ANALYZE`` (statistics and visibility map of the prefilled tables), then
+    :func:`checkpoint`."""
+    with admin_connection(dsn) as conn:
+        conn.execute("VACUUM ANALYZE")
+    checkpoint(dsn)
+
+
 def with_search_path(dsn: str, schema: str) -> str:
     """``dsn`` with ``options=-c search_path=<schema>`` for peers that install into it."""
     quote_schema(schema)  # validated: it ends up in a connection option

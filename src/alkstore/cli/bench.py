@@ -1,4 +1,4 @@
-"""``alkstore bench``: drain, contention, enqueue, latency, scale and peers benchmarks.
+"""``alkstore bench``: drain, contention, enqueue, latency, rss, scale and peers benchmarks.
 
 Every subcommand takes ``--dsn`` (default: a throwaway durable PostgreSQL), ``--json FILE``
 (default ``bench-results/<command>-<timestamp>.json``) and ``--plot FILE.png``; see
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..bench import commands
 from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, WORK
-from ..bench.peers import PEERS
+from ..bench.peers import LATENCY_PEERS, PEERS
 from ..bench.report import err
 
 
@@ -180,6 +180,19 @@ def register(subparsers: Any) -> None:
         help="seconds the consumer sleeps after a short fetch (0.05)",
     )
     latency.add_argument("--batch", type=int, default=10, help="consumer fetch batch size")
+    latency.add_argument(
+        "--peers",
+        type=name_list(LATENCY_PEERS),
+        default=list(LATENCY_PEERS),
+        help=f"comma-separated peers whose workers are measured too: {', '.join(LATENCY_PEERS)} "
+        "(all)",
+    )
+
+    rss = _subcommand(sub, "rss", "worker RSS sampled through a drain through work()", _rss)
+    rss.add_argument("--jobs", type=int, default=1_000_000, help="jobs drained (%(default)s)")
+    rss.add_argument("--concurrency", type=int, default=8, help="worker concurrency (8)")
+    rss.add_argument("--batch", type=int, default=100, help="worker batch_size (100)")
+    rss.add_argument("--every", type=float, default=1.0, help="seconds between samples (1)")
 
     scale = _subcommand(sub, "scale", "fetch latency and drain rate vs queue depth", _scale)
     scale.add_argument(
@@ -288,6 +301,20 @@ def _latency(args: argparse.Namespace) -> int:
         duration=args.duration,
         poll_interval=args.poll_interval,
         batch=args.batch,
+        peers=args.peers,
+    )
+    return 0
+
+
+def _rss(args: argparse.Namespace) -> int:
+    commands.rss(
+        _options(args),
+        engine=args.engine,
+        drivers=args.driver,
+        jobs=args.jobs,
+        concurrency=args.concurrency,
+        batch=args.batch,
+        every=args.every,
     )
     return 0
 

@@ -126,6 +126,9 @@ def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
             server = start_throwaway(major, pgbouncer=pgbouncer)
         except (ServerUnavailable, PgBouncerUnavailable) as exc:
             pytest.skip(f"server unavailable: {exc}")
+        if pgbouncer:
+            # Workers LISTEN straight to the server, as docs/workers.md tells users to.
+            options["listen_dsn"] = server.server_dsn
         backend = Backend(server.dsn, engine, emulate, server.stop, options)
     try:
         yield backend

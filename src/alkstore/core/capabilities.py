@@ -39,6 +39,9 @@ class Capabilities:
     """Every operation must share one connection (an embedded database)."""
     plpgsql: bool = True
     """PL/pgSQL functions (used to create per-queue partitions from a bound queue name)."""
+    asynchronous_commit: bool = True
+    """``SET LOCAL synchronous_commit TO off``: a transaction may return before its WAL flush
+    (an idle worker's claim does, see docs/workers.md); else every commit waits."""
 
     def names(self) -> list[str]:
         """Every capability name, in declaration order."""

@@ -64,6 +64,7 @@ class ConnectKwargs(TypedDict, total=False):
     emulate: bool
     engine_options: Mapping[str, Any]
     pooler: str | None
+    listen_dsn: str | None
 
 
 __all__ = ["ConnectKwargs", "JobOptionsKwargs", "QueueOptionsKwargs"]

@@ -700,6 +700,26 @@ class Model:
         )
 
 
+@attrs.define
+class ModelSchedules:
+    """The model of ``schedule``/``unschedule``/``schedules``: one schedule per (name, key),
+    a second ``schedule`` of the pair replacing the first (cron, data, missed)."""
+
+    entries: dict[tuple[str, str], tuple[str, Any, str]] = attrs.field(factory=dict)
+
+    def schedule(self, name: str, key: str, cron: str, data: Any, missed: str) -> None:
+        """Create or replace the schedule ``(name, key)``."""
+        self.entries[(name, key)] = (cron, data, missed)
+
+    def unschedule(self, name: str, key: str) -> bool:
+        """Remove it; whether there was one."""
+        return self.entries.pop((name, key), None) is not None
+
+    def listed(self) -> list[tuple[str, str, str, Any, str]]:
+        """What ``schedules()`` lists, by name and key: name, key, cron, data, missed."""
+        return [(n, k, *self.entries[(n, k)]) for n, k in sorted(self.entries)]
+
+
 __all__ = [
     "HEARTBEAT_TIMED_OUT",
     "TIMED_OUT",
@@ -709,4 +729,5 @@ __all__ = [
     "ModelId",
     "ModelIds",
     "ModelJob",
+    "ModelSchedules",
 ]

@@ -32,6 +32,7 @@ CONSULTED = frozenset(
         "plpgsql",
         "listen_notify",
         "transactional_heartbeat",
+        "asynchronous_commit",
     }
 )
 """Capabilities that some product code reads (``tests/test_capability_matrix.py`` checks this

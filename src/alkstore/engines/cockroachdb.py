@@ -66,6 +66,11 @@ COCKROACHDB = EngineDescription(
             "statement: the guard sees statements, and the emulated server's SERIALIZABLE "
             "isolation produces the same restarts by itself",
         ),
+        "asynchronous_commit": Gap(
+            why="a commit returns once replicated by Raft; synchronous_commit does not relax it",
+            no_rule_reason="durability of a commit, not a construct of a statement: the "
+            "worker never issues the setting where the capability is off",
+        ),
         "plpgsql": Gap(
             why="PL/pgSQL beyond the basics (EXECUTE, PERFORM, FOUND, DDL) is missing",
             guard_rules=("plpgsql",),

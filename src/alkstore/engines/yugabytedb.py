@@ -43,6 +43,12 @@ YUGABYTEDB = EngineDescription(
             guard_rules=("advisory-locks",),
         ),
         "listen_notify": Gap(why="LISTEN/NOTIFY is off by default", guard_rules=("listen-notify",)),
+        "asynchronous_commit": Gap(
+            why="a commit returns once replicated by DocDB (Raft); synchronous_commit does "
+            "not relax it",
+            no_rule_reason="durability of a commit, not a construct of a statement: the "
+            "worker never issues the setting where the capability is off",
+        ),
     },
     behaviours={
         "serialization_retries": "REPEATABLE READ by default: clients retry SQLSTATE 40001",

@@ -51,6 +51,11 @@ class WorkOptions:
     """A database call of the worker slower than this reports a ``slow_query`` event."""
     on_event: Callable[[WorkerEvent], None] | None = attrs.field(default=None, validator=_callback)
     """Called with every :class:`WorkerEvent` (they also go to ``logging``)."""
+    durable_claims: bool = attrs.field(default=False, validator=boolean)
+    """An idle worker's fetch waits for its claim's WAL flush. Off (the default) it commits
+    without waiting where the engine has ``asynchronous_commit``: the wake-up path pays one
+    flush (the send's) instead of two; a server crash can lose only the last claims, whose
+    jobs are then delivered again (docs/workers.md, "Latency and durable claims")."""
 
     def __attrs_post_init__(self) -> None:
         if self.batch_size > 1 and not self.batch:

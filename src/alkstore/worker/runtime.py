@@ -50,12 +50,21 @@ class _Base:
         self._workers: list[Any] = []
 
     def _listen_target(self, store: Any) -> tuple[str, DriverSettings] | None:
-        """Where to LISTEN: the store's DSN, where the engine has ``listen_notify`` and
-        several sessions (PGlite's one shared session wakes in-process only)."""
+        """Where to LISTEN (``listen_dsn``, else the store's DSN), where the engine has
+        ``listen_notify`` and several sessions (PGlite's one shared session wakes in-process
+        only). A store that could listen but has nowhere to (behind a transaction pooler,
+        or on a caller's connection, without ``listen_dsn``) says so with a
+        ``listen_unavailable`` event: its workers poll."""
         caps = store.engine.capabilities
         if not caps.listen_notify or caps.single_connection:
             return None
         target: tuple[str, DriverSettings] | None = store._listen_at
+        if target is None:
+            self._event(
+                "listen_unavailable",
+                error="no connection to LISTEN on (a transaction pooler or a caller's "
+                "connection): pass listen_dsn to connect() for wake-ups; workers poll",
+            )
         return target
 
     def _woken(self, notes: list[Notification]) -> None:
@@ -129,7 +138,8 @@ class StoreRuntime(_Base):
         self.wakeups.add(worker.queue, worker.wake)
         with self._lock:
             self._workers.append(worker)
-            target = self._listen_target(self._store)
+        target = self._listen_target(self._store)
+        with self._lock:
             listen = target is not None and self._listener is None
             if listen:
                 assert target is not None

@@ -1,44 +1,39 @@
 """The task shell of a worker, for :class:`~alkstore.AsyncStore`: the thread shell's design
-(:mod:`.threads`) with a fetcher task, one task per handler call and a watch task."""
+(:mod:`.threads`) with a fetcher task, one task per handler call and a watch task; every
+decision is :class:`~.core.WorkerCore`'s."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import inspect
-import uuid
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from ..core.records import Job
-from ..core.targets import targets
-from ..engines.postgres.runtime import runtime_engine, watch
 from ..runner import run_in_session_async
 from .context import AsyncJobContext
-from .events import WorkerEvent, emit, timed
+from .core import WorkerCore
 from .options import WorkOptions
-from .settle import STOPPED, JobLost, error_of, job_key, native_connection, settle, wants_context
+from .settle import STOPPED, JobLost, error_of, native_connection
 
 if TYPE_CHECKING:
     from ..store import AsyncStore
 
 
-class AsyncWorker:
+class AsyncWorker(WorkerCore[AsyncJobContext]):
     """A running worker: what ``await AsyncStore.work()`` returns. Stop it with
     ``await worker.stop()`` or an ``async with`` block."""
 
     def __init__(
         self, store: AsyncStore, queue: str, handler: Callable[..., Any], options: WorkOptions
     ) -> None:
-        self.queue = queue
-        self.options = options
-        self._store = store
-        self._engine = runtime_engine(store.engine)
-        self._handler = handler
-        self._with_context = wants_context(handler)
+        super().__init__(
+            store, queue, handler, options, lambda jobs: AsyncJobContext(jobs, self._touch)
+        )
+        self._store: AsyncStore = store
         self._loop = asyncio.get_running_loop()
-        self._running: dict[uuid.UUID, AsyncJobContext] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -54,13 +49,6 @@ class AsyncWorker:
         with contextlib.suppress(RuntimeError):  # the loop has closed
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    def _event(self, kind: str, **detail: Any) -> None:
-        emit(self.options.on_event, WorkerEvent(kind, self.queue, detail))
-
-    def _timed(self, operation: str) -> Any:
-        opts = self.options
-        return timed(opts.on_event, self.queue, operation, opts.slow_query_seconds)
-
     async def _nap(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
@@ -68,7 +56,7 @@ class AsyncWorker:
     async def _fetch_loop(self) -> None:
         opts = self.options
         while not self._stopping.is_set():
-            free = opts.concurrency - len(self._running)
+            free = self._free()
             if free <= 0:
                 await self._nap(opts.poll_interval)
                 self._wake.clear()
@@ -76,29 +64,33 @@ class AsyncWorker:
             self._wake.clear()
             try:
                 with self._timed("fetch"):
-                    jobs = await self._store.fetch(
-                        self.queue, batch_size=opts.batch_size if opts.batch else free
-                    )
+                    jobs = await self._store._run(self._claim(free))
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), opts.poll_interval)
                 continue
+            jobs, refused = self._refused(jobs)
+            if refused:
+                await self._fail_refused(refused)
             if not jobs:
-                await self._nap(opts.poll_interval)
+                if not refused:
+                    await self._nap(opts.poll_interval)
                 continue
-            for call in [jobs] if opts.batch else [[job] for job in jobs]:
-                self._start(call)
+            for call in self._calls(jobs):
+                ctx = self._begin(call, self._stopping.is_set())
+                self._idle.clear()
+                task = self._loop.create_task(self._call(ctx))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
 
-    def _start(self, jobs: list[Job]) -> None:
-        ctx = AsyncJobContext(jobs, self._touch)
-        if self._stopping.is_set():
-            ctx.cancelled.set()
-        self._running[job_key(jobs)] = ctx
-        self._idle.clear()
-        task = self._loop.create_task(self._call(ctx))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    async def _fail_refused(self, jobs: list[Job]) -> None:
+        try:
+            await self._store.fail(self.queue, jobs, self._refusal())
+        except Exception as exc:
+            self._event("settle_error", error=error_of(exc)["message"])
+            return
+        self._report([(job, self._refusal()) for job in jobs])
 
     async def _call(self, ctx: AsyncJobContext) -> None:
         # As the thread shell: a slot chains complete_and_fetch while it claims jobs.
@@ -110,37 +102,28 @@ class AsyncWorker:
                 more = await self._call_plain(ctx)
                 if not more:
                     break
-                follow = AsyncJobContext(more, self._touch)
-                self._running.pop(job_key(ctx.jobs), None)
-                self._running[job_key(more)] = follow
-                if self._stopping.is_set():
-                    follow.cancelled.set()
-                ctx = follow
+                ctx = self._follow(ctx, more, self._stopping.is_set())
         finally:
-            self._running.pop(job_key(ctx.jobs), None)
-            if not self._running:
+            if self._end(ctx):
                 self._idle.set()
             self._wake.set()
 
     async def _invoke(self, ctx: AsyncJobContext) -> Any:
-        arg: Any = ctx.jobs if self.options.batch else ctx.job
-        result = self._handler(arg, ctx) if self._with_context else self._handler(arg)
+        result = self._handler(*self._arguments(ctx))
         return await result if inspect.isawaitable(result) else result
 
     async def _call_plain(self, ctx: AsyncJobContext) -> list[Job]:
         """Run the handler and settle; the next jobs this slot claimed meanwhile, if any."""
-        ops = self._store._ops
         try:
-            result = await self._invoke(ctx)
-            outcome = settle(ops, self.queue, ctx.jobs, batch=self.options.batch, result=result)
+            outcome = self._settlement(ctx, await self._invoke(ctx))
         except Exception as exc:
-            outcome = settle(ops, self.queue, ctx.jobs, batch=False, error=exc)
+            outcome = self._settlement(ctx, error=exc)
         try:
-            if outcome.whole is not None and not self._stopping.is_set():
-                size = self.options.batch_size if self.options.batch else 1
+            if self._chains(outcome, self._stopping.is_set()):
+                assert outcome.whole is not None
                 with self._timed("complete_and_fetch"):
                     handoff = await self._store.complete_and_fetch(
-                        self.queue, ctx.jobs, outcome.whole[0], batch_size=size
+                        self.queue, ctx.jobs, outcome.whole[0], batch_size=self._handoff_size()
                     )
                 return handoff.jobs
             with self._timed("settle"):
@@ -158,22 +141,18 @@ class AsyncWorker:
             async with store._source.session() as session:
                 async with session.transaction(self._engine.isolation):
                     ctx.connection = native_connection(session)
-                    result = await self._invoke(ctx)
-                    outcome = settle(
-                        store._ops, self.queue, ctx.jobs, batch=self.options.batch, result=result
-                    )
+                    outcome = self._settlement(ctx, await self._invoke(ctx))
                     done = [
                         await run_in_session_async(session, store.driver, p) for p in outcome.plans
                     ]
-                    if sum(done) < outcome.completions + len(outcome.failed):
-                        raise JobLost(f"jobs of {self.queue!r} were settled elsewhere")
+                    self._check_settled(outcome, done)
                 ctx.connection = None
         except JobLost as exc:
             self._event("settle_error", error=str(exc))
             return
         except Exception as exc:
             ctx.connection = None
-            outcome = settle(store._ops, self.queue, ctx.jobs, batch=False, error=exc)
+            outcome = self._settlement(ctx, error=exc)
             try:
                 for plan in outcome.plans:
                     await store._run(plan)
@@ -182,46 +161,25 @@ class AsyncWorker:
                 return
         self._report(outcome.failed)
 
-    def _report(self, failed: list[tuple[Job, dict[str, str]]]) -> None:
-        for job, stored in failed:
-            self._event("handler_failed", job=str(job.id), error=stored["message"])
-
     async def _touch(self, jobs: list[Job]) -> bool:
-        alive = await self._store._run(watch(self._engine, self.queue, targets(jobs)))
+        alive = await self._store._run(self._touch_plan(jobs))
         return any(job.id in alive for job in jobs)
-
-    def _watch_interval(self) -> float:
-        beats = [
-            j.heartbeat_seconds
-            for ctx in self._running.values()
-            for j in ctx.jobs
-            if j.heartbeat_seconds
-        ]
-        return min([self.options.watch_interval] + [b / 3 for b in beats])
 
     async def _watch_loop(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopped.wait(), self._watch_interval())
                 return
-            calls = list(self._running.values())
-            if not calls:
+            calls, plan = self._watched()
+            if plan is None:
                 continue
-            jobs = [job for ctx in calls for job in ctx.jobs]
             try:
                 with self._timed("watch"):
-                    alive = await self._store._run(watch(self._engine, self.queue, targets(jobs)))
+                    alive = await self._store._run(plan)
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue
-            for ctx in calls:
-                if not any(job.id in alive for job in ctx.jobs):
-                    ctx.cancelled.set()
-
-    @property
-    def running(self) -> int:
-        """Handler calls in progress."""
-        return len(self._running)
+            self._cancel_lost(calls, alive)
 
     async def stop(self, timeout: float = 30.0) -> None:
         """See :meth:`~alkstore.worker.Worker.stop`; handler tasks still running after
@@ -233,11 +191,10 @@ class AsyncWorker:
         self._wake.set()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(self._fetcher), timeout)
-        for ctx in self._running.values():
-            ctx.cancelled.set()
+        self._cancel_running()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - self._loop.time()))
-        left = [job for ctx in self._running.values() for job in ctx.jobs]
+        left = self._left()
         if left:
             try:
                 await self._store.fail(self.queue, left, STOPPED)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 from ..progress import Progress
 from ..report import err
@@ -21,15 +22,24 @@ from .spec import DrainSpec
 PEERS = {
     "raw-sql": "rawsql",
     "pg-boss": "pgboss",
+    "pg-boss-work": "pgboss:drain_work",
     "pgqueuer": "pgqueuer_peer",
     "procrastinate": "procrastinate_peer",
 }
-"""Peer name -> its module in this package."""
+"""Peer name -> its module in this package (``module:function`` when the drain is not the
+module's ``drain``: ``pg-boss-work`` drains through pg-boss's ``work()``)."""
+
+LATENCY_PEERS = ("pg-boss", "pgqueuer", "procrastinate")
+"""Peers whose worker ``bench latency`` measures (each module's ``latency``)."""
 
 
 def peer_module(name: str) -> ModuleType:
     """The module that drives peer ``name``."""
-    return importlib.import_module(f"{__name__}.{PEERS[name]}")
+    return importlib.import_module(f"{__name__}.{PEERS[name].partition(':')[0]}")
+
+
+def _drain_function(name: str) -> Any:
+    return getattr(peer_module(name), PEERS[name].partition(":")[2] or "drain")
 
 
 def run_peer(name: str, dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> Outcome:
@@ -40,7 +50,7 @@ def run_peer(name: str, dsn: str, spec: DrainSpec, schema: str, progress: Progre
     if reason is not None:
         return Unavailable(cell=cell, reason=reason)
     try:
-        result: Outcome = module.drain(dsn, spec, schema, progress)
+        result: Outcome = _drain_function(name)(dsn, spec, schema, progress)
     except Exception as exc:
         err.print(f"[red]{name} failed:[/red] {type(exc).__name__}: {exc}")
         return Unavailable(cell=cell, reason=f"failed: {type(exc).__name__}: {exc}")
@@ -57,4 +67,4 @@ def peer_versions(names: list[str]) -> dict[str, object]:
     return versions
 
 
-__all__ = ["PEERS", "DrainSpec", "peer_module", "peer_versions", "run_peer"]
+__all__ = ["LATENCY_PEERS", "PEERS", "DrainSpec", "peer_module", "peer_versions", "run_peer"]

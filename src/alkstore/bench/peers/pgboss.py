@@ -1,4 +1,6 @@
-"""pg-boss 12 (Node.js), driven by ``benchmarks/peers/pgboss/drain.mjs``.
+"""pg-boss 12 (Node.js), driven by ``benchmarks/peers/pgboss/drain.mjs`` (its fetch/complete
+loop, or with :func:`drain_work` its ``work()``) and ``latency.mjs`` (``work()`` woken by
+NOTIFY, for ``bench latency``).
 
 On first use the script's npm packages are installed from its lock file (``npm ci``) into a
 cache directory keyed by the lock file's hash: ``$ALKSTORE_BENCH_CACHE`` or
@@ -26,7 +28,7 @@ from .spec import DrainSpec
 
 NAME = "pg-boss"
 QUEUE = "bench"
-FILES = ("package.json", "package-lock.json", "drain.mjs")
+FILES = ("package.json", "package-lock.json", "drain.mjs", "latency.mjs")
 INSTALL_TIMEOUT = 600.0
 
 
@@ -91,9 +93,18 @@ def versions() -> dict[str, object]:
 
 
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
-    """Run the Node script for one cell and read back its samples."""
-    target = install()
+    """Run the Node script for one cell (its fetch/complete loop) and read back its samples."""
+    return _drain(dsn, spec, schema, progress, "loop")
+
+
+def drain_work(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
+    """The same cell drained through pg-boss's ``work()`` (the ``pg-boss-work`` peer)."""
+    return _drain(dsn, spec, schema, progress, "work")
+
+
+def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str) -> DrainResult:
     args = {
+        "mode": mode,
         "dsn": dsn,
         "schema": schema,
         "queue": QUEUE,
@@ -104,22 +115,13 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         "timeoutSeconds": spec.timeout,
         "checkpoint": True,
     }
-    cell = Cell(system=NAME, driver="node-postgres", consumers=spec.consumers, batch=spec.batch)
+    system = NAME if mode == "loop" else f"{NAME}-work"
+    cell = Cell(system=system, driver="node-postgres", consumers=spec.consumers, batch=spec.batch)
     drop_schema(dsn, schema)
     finished = [0]  # the script reports only at the end
     try:
         with progress.track(cell.description, spec.jobs, lambda: finished[0]):
-            done = subprocess.run(
-                ["node", "drain.mjs"],
-                input=json.dumps(args),  # on stdin, so the DSN stays out of the process list
-                cwd=target,
-                capture_output=True,
-                text=True,
-                timeout=spec.timeout * 2 + 300,
-            )
-            if done.returncode != 0:
-                raise RuntimeError(f"node exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-            data: dict[str, Any] = json.loads(done.stdout)
+            data = _node("drain.mjs", args, spec.timeout * 2 + 300)
             completed = finished[0] = _completed(dsn, schema)
     finally:
         drop_schema(dsn, schema)
@@ -142,6 +144,40 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
     )
 
 
+def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) -> dict[str, Any]:
+    """``{waits, sends}`` (seconds) of ``total`` jobs sent at ``rate`` to ``work()``."""
+    args = {
+        "dsn": dsn,
+        "schema": schema,
+        "queue": QUEUE,
+        "rate": rate,
+        "total": total,
+        "concurrency": concurrency,
+        "timeoutSeconds": total / rate + 60.0,
+    }
+    drop_schema(dsn, schema)
+    try:
+        return _node("latency.mjs", args, total / rate + 300)
+    finally:
+        drop_schema(dsn, schema)
+
+
+def _node(script: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run ``script`` of the installed directory with ``args``; the JSON it prints."""
+    done = subprocess.run(
+        ["node", script],
+        input=json.dumps(args),  # on stdin, so the DSN stays out of the process list
+        cwd=install(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"node exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
 def _completed(dsn: str, schema: str) -> int:
     table = f"{quote_schema(schema)}.job"
     with admin_connection(dsn) as conn:
@@ -152,4 +188,14 @@ def _completed(dsn: str, schema: str) -> int:
     return int(row[0]) if row else 0
 
 
-__all__ = ["NAME", "cache_root", "drain", "install", "script_dir", "unavailable", "versions"]
+__all__ = [
+    "NAME",
+    "cache_root",
+    "drain",
+    "drain_work",
+    "install",
+    "latency",
+    "script_dir",
+    "unavailable",
+    "versions",
+]

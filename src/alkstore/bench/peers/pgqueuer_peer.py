@@ -12,14 +12,17 @@ queue table, so the jobs completed are the jobs no longer there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import time
 from datetime import timedelta
 from typing import Any
 
 from ...engines.postgres.identifiers import quote_schema
+from ..pacing import deadline_after, paced_async
 from ..progress import Progress
 from ..results import Cell, DrainResult
-from ..server import checkpoint
+from ..server import prepare_drain
 from .common import (
     fresh_schema,
     not_installed,
@@ -66,7 +69,7 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
             await queries.enqueue([ENTRYPOINT] * count, payloads, [0] * count)
 
         enqueue_seconds = await timed_enqueue(spec.jobs, send)
-        await asyncio.to_thread(checkpoint, dsn)
+        await asyncio.to_thread(prepare_drain, dsn)
 
         ids: list[Any] = []
         managers = []
@@ -105,4 +108,51 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
     )
 
 
-__all__ = ["NAME", "drain", "unavailable", "versions"]
+def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) -> dict[str, Any]:
+    """``{waits, sends}`` (seconds): ``total`` jobs enqueued at ``rate`` on one connection to a
+    ``QueueManager`` on another, woken by pgqueuer's NOTIFY (its default)."""
+    with fresh_schema(dsn, schema):
+        return asyncio.run(_latency(dsn, rate, total, concurrency, schema))
+
+
+async def _latency(
+    dsn: str, rate: float, total: int, concurrency: int, schema: str
+) -> dict[str, Any]:
+    import asyncpg
+    from pgqueuer import AsyncpgDriver, Queries, QueueManager
+
+    settings = {"search_path": schema}
+    worker_conn = await asyncpg.connect(dsn, server_settings=settings)
+    sender_conn = await asyncpg.connect(dsn, server_settings=settings)
+    try:
+        queries = Queries(AsyncpgDriver(sender_conn))
+        await queries.install()
+        manager = QueueManager(Queries(AsyncpgDriver(worker_conn)))
+        waits: list[float] = []
+        done = asyncio.Event()
+
+        @manager.entrypoint(ENTRYPOINT)
+        async def handle(job: Any) -> None:
+            waits.append(time.perf_counter() - float(json.loads(job.payload)["sent"]))
+            if len(waits) >= total:
+                done.set()
+
+        running = asyncio.ensure_future(
+            manager.run(batch_size=concurrency, dequeue_timeout=timedelta(seconds=1))
+        )
+
+        async def send(began: float) -> None:
+            await queries.enqueue(ENTRYPOINT, json.dumps({"sent": began}).encode(), 0)
+
+        sends = await paced_async(total, rate, send)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), deadline_after(total, rate))
+        manager.shutdown.set()
+        await running
+    finally:
+        await worker_conn.close()
+        await sender_conn.close()
+    return {"waits": waits, "sends": sends}
+
+
+__all__ = ["NAME", "drain", "latency", "unavailable", "versions"]

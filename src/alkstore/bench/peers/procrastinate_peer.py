@@ -12,15 +12,18 @@ per-fetch latency or empty-fetch count to report; completed jobs are counted in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from typing import Any
 
 import attrs
 
 from ...engines.postgres.identifiers import quote_schema
+from ..pacing import deadline_after, paced_async
 from ..progress import Progress
 from ..results import Cell, DrainResult
-from ..server import admin_connection, checkpoint, with_search_path
+from ..server import admin_connection, prepare_drain, with_search_path
 from .common import (
     fresh_schema,
     not_installed,
@@ -79,7 +82,7 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
             await bench.batch_defer_async(*batch)
 
         enqueue_seconds = await timed_enqueue(spec.jobs, send)
-        await asyncio.to_thread(checkpoint, dsn)
+        await asyncio.to_thread(prepare_drain, dsn)
         cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
         loops = (
             app.run_worker_async(
@@ -105,4 +108,57 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
     )
 
 
-__all__ = ["NAME", "drain", "unavailable", "versions"]
+def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) -> dict[str, Any]:
+    """``{waits, sends}`` (seconds): ``total`` jobs deferred at ``rate`` through one app to a
+    worker (``concurrency``, ``listen_notify=True``) of another app, each with its own pool."""
+    with fresh_schema(dsn, schema):
+        return asyncio.run(_latency(dsn, rate, total, concurrency, schema))
+
+
+async def _latency(
+    dsn: str, rate: float, total: int, concurrency: int, schema: str
+) -> dict[str, Any]:
+    import procrastinate
+
+    logging.getLogger("procrastinate").setLevel(logging.WARNING)
+
+    def app(size: int) -> Any:
+        conninfo = with_search_path(dsn, schema)
+        connector = procrastinate.PsycopgConnector(conninfo=conninfo, min_size=size, max_size=size)
+        return procrastinate.App(connector=connector)
+
+    worker_app, sender_app = app(concurrency + 2), app(2)
+    waits: list[float] = []
+    done = asyncio.Event()
+
+    @worker_app.task(name="bench", queue=QUEUE)
+    async def bench(sent: float) -> None:
+        waits.append(time.perf_counter() - sent)
+        if len(waits) >= total:
+            done.set()
+
+    async with worker_app.open_async(), sender_app.open_async():
+        await worker_app.schema_manager.apply_schema_async()
+        running = asyncio.ensure_future(
+            worker_app.run_worker_async(
+                queues=[QUEUE],
+                concurrency=concurrency,
+                listen_notify=True,
+                install_signal_handlers=False,
+            )
+        )
+        deferrer = sender_app.configure_task("bench", queue=QUEUE)
+
+        async def send(began: float) -> None:
+            await deferrer.defer_async(sent=began)
+
+        sends = await paced_async(total, rate, send)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done.wait(), deadline_after(total, rate))
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    return {"waits": waits, "sends": sends}
+
+
+__all__ = ["NAME", "drain", "latency", "unavailable", "versions"]

@@ -25,7 +25,7 @@ from ..loops import Tally, run_threads, tracked
 from ..measure import peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
 from ..results import Cell, DrainResult
-from ..server import checkpoint, create_schema, drop_schema
+from ..server import create_schema, drop_schema, prepare_drain
 from .spec import DrainSpec
 
 NAME = "raw-sql"
@@ -124,7 +124,7 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         _enqueue(pool, sql, spec.warmup)  # the warm-up jobs come first in id order
         loops(Tally(spec.warmup))
         enqueue_seconds = _enqueue(pool, sql, spec.jobs)
-        checkpoint(dsn)
+        prepare_drain(dsn)
         reset_peak_rss()
         cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
         with tracked(progress, cell.description, spec.jobs) as tally:

@@ -51,7 +51,7 @@ from hypothesis.stateful import (
 )
 
 from alkstore import Job, JobOptions, JobState, QueueOptions
-from alkstore.core.model import AmbiguousTiming, Fence, Model, ModelJob
+from alkstore.core.model import AmbiguousTiming, Fence, Model, ModelJob, ModelSchedules
 
 T = TypeVar("T")
 
@@ -77,6 +77,10 @@ QUEUES: dict[str, dict[str, Any]] = {
 WORK_QUEUES = ("q0", "q2")
 EVENT = "model.event"
 """The event the work queues subscribe to."""
+SCHEDULE_KEYS = ("", "k")
+SCHEDULE_CRONS = ("0 3 1 7 *", "30 4 2 8 *")
+"""Slots months away from the model's clock: the schedule rules check the bookkeeping of
+schedule/unschedule/schedules, and no job of theirs could fire during a run."""
 ADVANCES = (5, 30, 60, 200)
 SLACK_MARGIN = 0.5
 """Seconds added to the measured run time for the engine's lead over the model's clock."""
@@ -221,6 +225,8 @@ class ModelMachine(RuleBasedStateMachine):
         """Every id sent and every attempt fetched or re-read, in order."""
         self.subscribed: set[str] = set()
         """The work queues subscribed to :data:`EVENT`."""
+        self.schedules = ModelSchedules()
+        """The model of the schedules (none fires: nothing here calls fire_schedules)."""
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -337,6 +343,31 @@ class ModelMachine(RuleBasedStateMachine):
             self.queue_of[job_id] = queue
         self.handles += got
         return multiple(*got)
+
+    # -- schedules -------------------------------------------------------------------------
+
+    @rule(
+        name=st.sampled_from(WORK_QUEUES),
+        key=st.sampled_from(SCHEDULE_KEYS),
+        cron=st.sampled_from(SCHEDULE_CRONS),
+        data=st.integers(0, 3),
+        missed=st.sampled_from(("skip", "once")),
+    )
+    def schedule(self, name: str, key: str, cron: str, data: int, missed: str) -> None:
+        """Create or replace a schedule; ``schedules()`` lists what the model holds."""
+        self.store.schedule(name, cron, data, key=key, missed=missed)
+        self.schedules.schedule(name, key, cron, data, missed)
+        self._check_schedules()
+
+    @rule(name=st.sampled_from(WORK_QUEUES), key=st.sampled_from(SCHEDULE_KEYS))
+    def unschedule(self, name: str, key: str) -> None:
+        """Remove a schedule: True exactly when the model had it."""
+        assert self.store.unschedule(name, key) is self.schedules.unschedule(name, key)
+        self._check_schedules()
+
+    def _check_schedules(self) -> None:
+        listed = [(s.name, s.key, s.cron, s.data, s.missed.value) for s in self.store.schedules()]
+        assert listed == self.schedules.listed()
 
     # -- fetching and settling -------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import pytest
 from alkstore import InvalidOptions, JobState, QueueNotFound
 from alkstore.conformance.harness import StoreHandle
 from alkstore.engines.postgres.runtime import claim_pass
-from alkstore.worker import WorkerEvent
+from alkstore.worker import WorkerEvent, WorkOptions
 
 from .conftest import eventually
 from .workers import execute, side_table, work
@@ -145,6 +145,28 @@ def test_expiry_reaches_the_handler_through_the_supervisor(alkstore_store):
     assert job.state is JobState.FAILED and job.output == {"message": "job timed out"}
 
 
+def test_the_default_supervisor_expires_a_job_about_a_second_after_its_deadline(alkstore_store):
+    """The default cadence claims a maintenance pass every second, and the supervisor alone
+    (no maintain() here) fails a job once the controllable clock is past its expiry. The
+    10 s poll deadline only bounds a failure on a loaded machine: how soon it happens is
+    the cadence's, asserted above, not a timing measured by the test."""
+    assert WorkOptions().maintenance_interval <= 1.0
+    alkstore_store.create_queue("q", expire_seconds=60, retry_limit=0)
+    started, release = threading.Event(), threading.Event()
+
+    def handler(job, ctx):
+        started.set()
+        release.wait(30)
+
+    with work(alkstore_store, "q", handler, poll_interval=0.05):
+        job_id = alkstore_store.send("q", 1)
+        assert started.wait(30)
+        alkstore_store.advance(61)
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.FAILED, timeout=10)
+        release.set()
+    assert alkstore_store.get_job("q", job_id).output == {"message": "job timed out"}
+
+
 def test_running_jobs_are_heartbeaten(alkstore_store):
     alkstore_store.create_queue("q", heartbeat_seconds=10, retry_limit=0)
     started, release = threading.Event(), threading.Event()
@@ -274,6 +296,24 @@ def test_transactional_with_heartbeat_needs_the_capability(alkstore_store):
             work(alkstore_store, "q", lambda job, ctx: None, transactional=True, **FAST)
 
 
+def test_transactional_refuses_a_job_level_heartbeat_without_the_capability(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    ran: list[object] = []
+    with work(
+        alkstore_store, "q", lambda job, ctx: ran.append(job.data), transactional=True, **FAST
+    ):
+        job_id = alkstore_store.send("q", "beats", heartbeat_seconds=30)
+        eventually(
+            lambda: _state(alkstore_store, "q", job_id) in (JobState.COMPLETED, JobState.FAILED)
+        )
+    job = alkstore_store.get_job("q", job_id)
+    if alkstore_store.engine.capabilities.transactional_heartbeat:
+        assert (job.state, ran) == (JobState.COMPLETED, ["beats"])
+    else:
+        assert (job.state, ran) == (JobState.FAILED, [])
+        assert "lacks transactional_heartbeat" in job.output["message"]
+
+
 def test_work_checks_its_arguments(alkstore_store):
     alkstore_store.create_queue("q")
     with pytest.raises(InvalidOptions, match="batch_size"):
@@ -306,11 +346,12 @@ def test_one_maintenance_pass_per_interval_across_stores(alkstore_store):
 
 @pytest.mark.requires("listen_notify", "several_sessions")
 def test_sends_from_another_process_wake_the_worker_through_notify(alkstore_store):
-    if alkstore_store.backend.options.get("pooler"):
+    options = alkstore_store.backend.options
+    if options.get("pooler") and not options.get("listen_dsn"):
         # A transaction pooler hands the LISTEN connection's server session to others
-        # between transactions; a listener must reach the server directly (docs/engines.md,
-        # "Behind PgBouncer"), which the store cannot yet be told (no listen_dsn option).
-        pytest.skip("LISTEN through a transaction pooler: needs a direct listen_dsn (not yet)")
+        # between transactions: wake-ups need listen_dsn straight to the server, which a
+        # run on a user's --alkstore-dsn cannot know (throwaway PgBouncer runs set it).
+        pytest.skip("behind a user's transaction pooler: no direct listen_dsn to LISTEN on")
     alkstore_store.create_queue("q")
     alkstore_store.create_queue("r")
     events: list[str] = []

@@ -1,0 +1,43 @@
+// pg-boss side of `alkstore bench latency`: send -> handler start through boss.work().
+//
+// Usage: node latency.mjs < args.json, with {dsn, schema, queue, rate, total, concurrency,
+// timeoutSeconds}. The worker's instance listens (useListenNotify) on a queue created with
+// notify: true; a second instance sends, one job every 1 / rate seconds, so the wake-up
+// crosses the server as between processes. Each job carries performance.now() at the start
+// of its send. Prints {waits, sends} (seconds) as JSON on stdout.
+import { PgBoss } from 'pg-boss'
+import { readFileSync } from 'node:fs'
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
+
+const args = JSON.parse(readFileSync(0, 'utf8'))
+const common = { connectionString: args.dsn, schema: args.schema, supervise: false, schedule: false }
+const boss = new PgBoss({ ...common, max: args.concurrency + 2, useListenNotify: true })
+const sender = new PgBoss({ ...common, max: 2 })
+for (const b of [boss, sender]) b.on('error', error => console.error(error))
+await boss.start()
+await boss.createQueue(args.queue, { notify: true })
+await sender.start()
+
+const waits = []
+let resolveDone
+const done = new Promise(resolve => { resolveDone = resolve })
+await boss.work(args.queue, { batchSize: 1, localConcurrency: args.concurrency }, async jobs => {
+  const now = performance.now()
+  for (const job of jobs) waits.push((now - job.data.sent) / 1000)
+  if (waits.length >= args.total) resolveDone()
+})
+
+const sends = []
+const began = performance.now()
+for (let n = 0; n < args.total; n++) {
+  const delay = began + n * 1000 / args.rate - performance.now()
+  if (delay > 0) await sleep(delay)
+  const sent = performance.now()
+  await sender.send(args.queue, { sent })
+  sends.push((performance.now() - sent) / 1000)
+}
+await Promise.race([done, sleep(args.timeoutSeconds * 1000, false, { ref: false })])
+await boss.stop({ graceful: true, wait: true })
+await sender.stop({ graceful: true, wait: true })
+process.stdout.write(JSON.stringify({ waits, sends }))

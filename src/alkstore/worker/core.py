@@ -1,0 +1,212 @@
+"""What the thread shell (:mod:`.threads`) and the task shell (:mod:`.tasks`) share: the
+bookkeeping of running handler calls and every decision about them. The shells only wait
+(threads and events, or tasks and asyncio events) and run what is decided here.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, Protocol, TypeVar
+
+from ..core.plans import Plan
+from ..core.records import Job
+from ..core.targets import targets
+from ..engines.postgres.runtime import runtime_engine, unflushed, watch
+from .events import WorkerEvent, emit, timed
+from .options import WorkOptions
+from .settle import JobLost, Settlement, job_key, settle, wants_context
+
+
+class Context(Protocol):
+    """A handler call's context (:class:`~.context.JobContext` or its async twin)."""
+
+    jobs: list[Job]
+
+    @property
+    def cancelled(self) -> Any:
+        """An event with ``set()``."""
+
+
+C = TypeVar("C", bound=Context)
+
+
+class WorkerCore(Generic[C]):
+    """The state of a worker and the decisions both shells make the same way."""
+
+    def __init__(
+        self,
+        store: Any,
+        queue: str,
+        handler: Callable[..., Any],
+        options: WorkOptions,
+        context: Callable[[list[Job]], C],
+    ) -> None:
+        self.queue = queue
+        self.options = options
+        self._store = store
+        self._engine = runtime_engine(store.engine)
+        self._handler = handler
+        self._with_context = wants_context(handler)
+        self._context = context
+        # A plain lock: every section under it is short and never waits (the task shell
+        # takes it too, and wake-ups of async workers arrive from the listener's thread).
+        self._lock = threading.Lock()
+        self._running: dict[uuid.UUID, C] = {}
+
+    # -- events ----------------------------------------------------------------------------
+
+    def _event(self, kind: str, **detail: Any) -> None:
+        emit(self.options.on_event, WorkerEvent(kind, self.queue, detail))
+
+    def _timed(self, operation: str) -> Any:
+        opts = self.options
+        return timed(opts.on_event, self.queue, operation, opts.slow_query_seconds)
+
+    def _report(self, failed: list[tuple[Job, dict[str, str]]]) -> None:
+        for job, stored in failed:
+            self._event("handler_failed", job=str(job.id), error=stored["message"])
+
+    # -- fetching --------------------------------------------------------------------------
+
+    def _free(self) -> int:
+        with self._lock:
+            return self.options.concurrency - len(self._running)
+
+    def _claim(self, free: int) -> Plan[list[Job]]:
+        """The fetch of an idle worker: a batch, or one job per free handler; committed
+        without waiting for its WAL flush unless ``durable_claims``."""
+        opts = self.options
+        plan: Plan[list[Job]] = self._store._ops.fetch(
+            self.queue, opts.batch_size if opts.batch else free
+        )
+        return plan if opts.durable_claims else unflushed(self._engine, plan)
+
+    def _refused(self, jobs: list[Job]) -> tuple[list[Job], list[Job]]:
+        """The fetched jobs this worker may run, and those it must fail instead: a job that
+        sets its own ``heartbeat_seconds``, on a transactional worker whose engine lacks
+        ``transactional_heartbeat`` (work() refuses such a queue up front; a job-level
+        heartbeat is only seen here, and its heartbeat would abort the handler's
+        transaction)."""
+        caps = self._store.engine.capabilities
+        if not self.options.transactional or caps.transactional_heartbeat:
+            return jobs, []
+        return (
+            [job for job in jobs if not job.heartbeat_seconds],
+            [job for job in jobs if job.heartbeat_seconds],
+        )
+
+    def _refusal(self) -> dict[str, str]:
+        """The stored error of a refused job."""
+        engine = self._store.engine.name
+        return {
+            "name": "InvalidOptions",
+            "message": f"heartbeat_seconds: a transactional worker cannot heartbeat this job "
+            f"(engine {engine!r} lacks transactional_heartbeat)",
+            "stack": "",
+        }
+
+    def _calls(self, jobs: list[Job]) -> list[list[Job]]:
+        """The handler calls of fetched jobs: one with them all, or one per job."""
+        return [jobs] if self.options.batch else [[job] for job in jobs]
+
+    def _begin(self, jobs: list[Job], stopping: bool) -> C:
+        """Record a starting handler call (told to stop at once when the worker is)."""
+        ctx = self._context(jobs)
+        if stopping:
+            ctx.cancelled.set()
+        with self._lock:
+            self._running[job_key(jobs)] = ctx
+        return ctx
+
+    def _follow(self, ctx: C, more: list[Job], stopping: bool) -> C:
+        """The slot that ran ``ctx`` goes on with the jobs it claimed meanwhile."""
+        with self._lock:
+            self._running.pop(job_key(ctx.jobs), None)
+        return self._begin(more, stopping)
+
+    def _end(self, ctx: C) -> bool:
+        """Forget a finished call; True when no call is left running."""
+        with self._lock:
+            self._running.pop(job_key(ctx.jobs), None)
+            return not self._running
+
+    # -- settling --------------------------------------------------------------------------
+
+    def _arguments(self, ctx: C) -> tuple[Any, ...]:
+        """What the handler is called with."""
+        arg: Any = ctx.jobs if self.options.batch else ctx.jobs[0]
+        return (arg, ctx) if self._with_context else (arg,)
+
+    def _settlement(self, ctx: C, result: Any = None, error: Exception | None = None) -> Settlement:
+        """How the handler's result (or ``error``) settles the call's jobs; raises what a
+        result that cannot be stored raises, which fails the call like the handler's own."""
+        ops = self._store._ops
+        if error is not None:
+            return settle(ops, self.queue, ctx.jobs, batch=False, error=error)
+        return settle(ops, self.queue, ctx.jobs, batch=self.options.batch, result=result)
+
+    def _check_settled(self, outcome: Settlement, done: list[int]) -> None:
+        """Inside a transactional worker's transaction: raise :class:`JobLost` (rolling it
+        back) when the settlement's plans changed fewer jobs than they had to."""
+        if sum(done) < outcome.completions + len(outcome.failed):
+            raise JobLost(f"jobs of {self.queue!r} were settled elsewhere")
+
+    def _chains(self, outcome: Settlement, stopping: bool) -> bool:
+        """Settle with ``complete_and_fetch`` (the slot claims its next jobs in the same
+        statement): every job completes with one output and the worker is not stopping."""
+        return outcome.whole is not None and not stopping
+
+    def _handoff_size(self) -> int:
+        return self.options.batch_size if self.options.batch else 1
+
+    # -- watching and stopping -------------------------------------------------------------
+
+    def _watch_interval(self) -> float:
+        with self._lock:
+            beats = [
+                j.heartbeat_seconds
+                for ctx in self._running.values()
+                for j in ctx.jobs
+                if j.heartbeat_seconds
+            ]
+        return min([self.options.watch_interval] + [b / 3 for b in beats])
+
+    def _watched(self) -> tuple[list[C], Plan[set[uuid.UUID]] | None]:
+        """The running calls and the plan that heartbeats them (None when none runs)."""
+        with self._lock:
+            calls = list(self._running.values())
+        if not calls:
+            return calls, None
+        jobs = [job for ctx in calls for job in ctx.jobs]
+        return calls, watch(self._engine, self.queue, targets(jobs))
+
+    @staticmethod
+    def _cancel_lost(calls: Iterable[C], alive: set[uuid.UUID]) -> None:
+        """Tell the handlers whose jobs were cancelled, expired or lost elsewhere."""
+        for ctx in calls:
+            if not any(job.id in alive for job in ctx.jobs):
+                ctx.cancelled.set()
+
+    def _touch_plan(self, jobs: list[Job]) -> Plan[set[uuid.UUID]]:
+        return watch(self._engine, self.queue, targets(jobs))
+
+    def _cancel_running(self) -> None:
+        with self._lock:
+            for ctx in self._running.values():
+                ctx.cancelled.set()
+
+    def _left(self) -> list[Job]:
+        """The jobs of the calls still running (failed by a stop that timed out)."""
+        with self._lock:
+            return [job for ctx in self._running.values() for job in ctx.jobs]
+
+    @property
+    def running(self) -> int:
+        """Handler calls in progress."""
+        with self._lock:
+            return len(self._running)
+
+
+__all__ = ["WorkerCore"]
