@@ -7,6 +7,8 @@ mapping here is written once.
 
 from __future__ import annotations
 
+import functools
+import traceback
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -14,7 +16,7 @@ from typing import Any
 import attrs
 
 from .core.contracts import Engine
-from .core.errors import InvalidOptions, QueueOptionsDiffer
+from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan
@@ -24,9 +26,14 @@ from .core.validation import check_queue_name, is_int
 
 
 def error_output(error: Any) -> str | None:
-    """The JSON stored in ``output`` when a job fails: exceptions become name + message."""
+    """The JSON stored in ``output`` when a job fails: an exception becomes its class name,
+    message and traceback (``stack``, as a worker stores a handler's exception)."""
     if isinstance(error, BaseException):
-        error = {"name": type(error).__name__, "message": str(error)}
+        error = {
+            "name": type(error).__name__,
+            "message": str(error),
+            "stack": "".join(traceback.format_exception(error)),
+        }
     return dump_json("error", error)
 
 
@@ -37,6 +44,13 @@ NO_OPTIONS = JobOptions()
 def _new_job(data: Any, options: Mapping[str, Any]) -> NewJob:
     opts = JobOptions.from_kwargs(options) if options else NO_OPTIONS
     return NewJob.build(data, opts, new_id)
+
+
+def _nothing_sent(queue: str, found: Queue | None) -> list[uuid.UUID]:
+    """An empty ``send_many`` sends nothing, but still refuses a queue that does not exist."""
+    if found is None:
+        raise QueueNotFound(queue)
+    return []
 
 
 def _positive(field: str, value: object) -> int:
@@ -111,6 +125,8 @@ class Operations:
                 )
             options = {k: v for k, v in spec.items() if k != "data"}
             built.append(_new_job(spec.get("data"), options))
+        if not built:
+            return self.engine.get_queue(queue).then(functools.partial(_nothing_sent, queue))
         return self.engine.send(queue, built)
 
     def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:

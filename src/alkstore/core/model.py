@@ -138,6 +138,9 @@ class ModelJob:
     source_queue: str | None
     source_id: uuid.UUID | None
     source_retry_count: int | None
+    source_root_id: uuid.UUID | None
+    source_created_on: dt.datetime | None
+    source_output: Any
     start_after_latest: dt.datetime
     """Latest possible ``start_after``: equal to it unless a backoff jitter is unknown.
     ``keep_until`` is uncertain by the same amount."""
@@ -379,6 +382,9 @@ class Model:
                 source_queue=None,
                 source_id=None,
                 source_retry_count=None,
+                source_root_id=None,
+                source_created_on=None,
+                source_output=None,
                 start_after_latest=start_after,
                 seq=seq,
             )
@@ -443,12 +449,15 @@ class Model:
         return len(changed)
 
     def resume(self, queue: str, ids: ModelIds) -> int:
-        """cancelled -> created, due now; ``keep_until`` moves with ``start_after``."""
+        """cancelled -> created: due now, or at its ``start_after`` if that is still ahead
+        (cancel + resume never skips a pending backoff); ``keep_until`` moves with it."""
         changed = self._select(queue, ids, frozenset({JobState.CANCELLED}), fenced=False)
         for job in changed:
             job.state = JobState.CREATED
             job.completed_on = None
-            self._restart_now(job)
+            job.start_after = max(job.start_after, self.now)
+            job.start_after_latest = max(job.start_after_latest, self.now)
+            job.keep_until = job.start_after + _seconds(job.retention_seconds)
         return len(changed)
 
     def retry(self, queue: str, ids: ModelIds) -> int:
@@ -596,7 +605,7 @@ class Model:
             heartbeat_seconds=opts.heartbeat_seconds,
             retention_seconds=opts.retention_seconds,
             deletion_seconds=opts.deletion_seconds,
-            singleton_key=None,
+            singleton_key=job.singleton_key,
             group_id=None,
             group_tier=None,
             start_after=self.now,
@@ -609,6 +618,9 @@ class Model:
             source_queue=job.queue,
             source_id=job.id,
             source_retry_count=job.retry_count,
+            source_root_id=job.source_root_id or job.id,
+            source_created_on=job.created_on,
+            source_output=copy.deepcopy(job.output),
             start_after_latest=self.now,
             seq=seq,
         )

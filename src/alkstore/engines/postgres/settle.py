@@ -64,13 +64,15 @@ class SettleMixin(EngineBase):
         )
 
     def resume(self, queue: str, targets: Targets) -> Plan[int]:
-        """cancelled -> created, runnable now (``keep_until`` moves with ``start_after``)."""
+        """cancelled -> created: runnable now, or at a ``start_after`` still ahead (cancel +
+        resume never skips a pending retry delay; ``keep_until`` moves with ``start_after``)."""
+        resumed_at = "GREATEST(j.start_after, now())"
         return self._set_state(
             Operation.RESUME,
             queue,
             targets,
-            "state = 'created', completed_on = NULL, start_after = now(), "
-            f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
+            f"state = 'created', completed_on = NULL, start_after = {resumed_at}, "
+            f"keep_until = {seconds_after(resumed_at, 'j.retention_seconds')}",
             notify=True,
         )
 
