@@ -57,6 +57,7 @@ def native_row(**overrides: Any) -> dict[str, Any]:
         "source_root_id": SOURCE_ID,
         "source_created_on": T0 - dt.timedelta(days=1),
         "source_output": '{"message": "boom"}',
+        "dead_letter": "dlq",
     }
     row.update(overrides)
     return row

@@ -149,9 +149,12 @@ class Store:
         result: list[Job] = self._run(self._ops.fetch(queue, batch_size))
         return result
 
-    def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
-        """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in."""
-        return int(self._run(self._ops.complete(queue, ids, output)))
+    def complete(
+        self, queue: str, ids: Ids, output: Any = None, *, include_queued: bool = False
+    ) -> int:
+        """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in.
+        With ``include_queued=True``, queued jobs (created, retry) are completed too."""
+        return int(self._run(self._ops.complete(queue, ids, output, include_queued)))
 
     def complete_and_fetch(
         self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
@@ -197,6 +200,59 @@ class Store:
     def redrive(self, dlq: str, *, to: str | None = None, limit: int = 1000) -> int:
         """Move queued dead-letter jobs back to their source queue (or ``to``)."""
         return int(self._run(self._ops.redrive(dlq, to, limit)))
+
+    # finding and editing jobs (docs/queues.md, "Finding and editing jobs")
+    def find_jobs(
+        self,
+        queue: str,
+        *,
+        id: IdLike | None = None,
+        key: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        queued: bool = False,
+    ) -> list[Job]:
+        """The jobs of ``queue`` (oldest first) with that ``id``, that ``singleton_key``
+        (``key``), whose data contains every top-level key of ``data`` with its value
+        (``jsonb @>``), and with ``queued=True`` only those waiting (created, retry)."""
+        plan = self._ops.find_jobs(queue, id=id, key=key, data=data, queued=queued)
+        result: list[Job] = self._run(plan)
+        return result
+
+    def update(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+    ) -> int:
+        """Replace the ``data`` of a queued job (created or retry): the one with ``id``, or
+        of the jobs with ``singleton_key`` the ``"newest"``, the ``"oldest"`` or ``"all"``.
+        Returns how many jobs changed (0: none queued matched)."""
+        plan = self._ops.update(queue, data, id=id, singleton_key=singleton_key, match=match)
+        return int(self._run(plan))
+
+    def upsert(
+        self,
+        queue: str,
+        data: Any = None,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+        **options: Any,
+    ) -> uuid.UUID:
+        """:meth:`update` of the queued job chosen by ``id``/``singleton_key``/``match``, or
+        when none is queued, :meth:`send` of a new job with that ``id`` and
+        ``singleton_key`` and the send ``options`` (which an update leaves alone), in one
+        transaction. Returns the id of the job updated or sent."""
+        plan = self._ops.upsert(
+            queue, data, id=id, singleton_key=singleton_key, match=match, options=options
+        )
+        result: uuid.UUID = self._run(plan)
+        self._wake(queue)
+        return result
 
     def maintain(self) -> MaintenanceReport:
         """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion."""
@@ -399,9 +455,11 @@ class AsyncStore:
         result: list[Job] = await self._run(self._ops.fetch(queue, batch_size))
         return result
 
-    async def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
+    async def complete(
+        self, queue: str, ids: Ids, output: Any = None, *, include_queued: bool = False
+    ) -> int:
         """See :meth:`Store.complete`."""
-        return int(await self._run(self._ops.complete(queue, ids, output)))
+        return int(await self._run(self._ops.complete(queue, ids, output, include_queued)))
 
     async def complete_and_fetch(
         self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
@@ -442,6 +500,51 @@ class AsyncStore:
     async def redrive(self, dlq: str, *, to: str | None = None, limit: int = 1000) -> int:
         """See :meth:`Store.redrive`."""
         return int(await self._run(self._ops.redrive(dlq, to, limit)))
+
+    async def find_jobs(
+        self,
+        queue: str,
+        *,
+        id: IdLike | None = None,
+        key: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        queued: bool = False,
+    ) -> list[Job]:
+        """See :meth:`Store.find_jobs`."""
+        plan = self._ops.find_jobs(queue, id=id, key=key, data=data, queued=queued)
+        result: list[Job] = await self._run(plan)
+        return result
+
+    async def update(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+    ) -> int:
+        """See :meth:`Store.update`."""
+        plan = self._ops.update(queue, data, id=id, singleton_key=singleton_key, match=match)
+        return int(await self._run(plan))
+
+    async def upsert(
+        self,
+        queue: str,
+        data: Any = None,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+        **options: Any,
+    ) -> uuid.UUID:
+        """See :meth:`Store.upsert`."""
+        plan = self._ops.upsert(
+            queue, data, id=id, singleton_key=singleton_key, match=match, options=options
+        )
+        result: uuid.UUID = await self._run(plan)
+        self._wake(queue)
+        return result
 
     async def maintain(self) -> MaintenanceReport:
         """See :meth:`Store.maintain`."""

@@ -15,6 +15,7 @@ from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
 from .options import NewJob, QueueOptions
 from .plans import Plan, Row
+from .queries import JobQuery, JobSelector
 from .records import Handoff, Job, Queue, QueueStats
 from .targets import Targets
 
@@ -134,8 +135,10 @@ class Engine(Protocol):
         """Claim up to ``batch_size`` due jobs, in fetch order."""
         ...
 
-    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
-        """active -> completed."""
+    def complete(
+        self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
+    ) -> Plan[int]:
+        """active (with ``include_queued`` also queued) -> completed."""
         ...
 
     def complete_and_fetch(
@@ -174,6 +177,17 @@ class Engine(Protocol):
 
     def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
         """Move dead letters back as fresh jobs."""
+        ...
+
+    # finding and editing jobs
+    def find_jobs(self, queue: str, query: JobQuery) -> Plan[list[Job]]:
+        """The jobs of ``queue`` matching ``query``, oldest first."""
+        ...
+
+    def update_jobs(
+        self, queue: str, selector: JobSelector, data_json: str | None
+    ) -> Plan[list[uuid.UUID]]:
+        """Replace the data of the queued jobs ``selector`` picks; their ids, newest first."""
         ...
 
     # maintenance

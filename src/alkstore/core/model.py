@@ -141,6 +141,7 @@ class ModelJob:
     source_root_id: uuid.UUID | None
     source_created_on: dt.datetime | None
     source_output: Any
+    dead_letter: str | None
     start_after_latest: dt.datetime
     """Latest possible ``start_after``: equal to it unless a backoff jitter is unknown.
     ``keep_until`` is uncertain by the same amount."""
@@ -344,6 +345,12 @@ class Model:
             raise JobConflict(f"id {dup} appears twice in one send")
         if queue not in self.queues:
             raise QueueNotFound(queue)
+        for _job_id, _data, options in prepared:
+            own = options.dead_letter
+            if own == queue:
+                raise InvalidOptions("dead_letter", own, "may not be the job's own queue")
+            if own is not None and own not in self.queues:
+                raise QueueNotFound(own, field="dead_letter")
         if any((queue, i) in self.jobs for i in ids):
             raise JobConflict(f"a job with one of these ids already exists in {queue!r}")
         seq = self._next_seq()
@@ -385,6 +392,7 @@ class Model:
                 source_root_id=None,
                 source_created_on=None,
                 source_output=None,
+                dead_letter=options.dead_letter,
                 start_after_latest=start_after,
                 seq=seq,
             )
@@ -581,8 +589,8 @@ class Model:
                 job.state = JobState.FAILED
                 job.completed_on = self.now
             job.output = copy.deepcopy(output)
-            dead_letter = self.queues[job.queue].dead_letter
-            if job.state is JobState.FAILED and dead_letter is not None:
+            dead_letter = job.dead_letter or self.queues[job.queue].dead_letter
+            if job.state is JobState.FAILED and dead_letter in self.queues:
                 self._dead_letter(job, dead_letter, seq)
 
     def _dead_letter(self, job: ModelJob, dlq: str, seq: int) -> None:
@@ -621,6 +629,7 @@ class Model:
             source_root_id=job.source_root_id or job.id,
             source_created_on=job.created_on,
             source_output=copy.deepcopy(job.output),
+            dead_letter=None,
             start_after_latest=self.now,
             seq=seq,
         )

@@ -98,6 +98,8 @@ class Job:
     """A dead-letter copy: when its source job was created."""
     source_output: Any
     """A dead-letter copy: its source job's output when it failed."""
+    dead_letter: str | None
+    """The job's own dead-letter queue (None: its queue's, if any)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Job:
@@ -140,6 +142,7 @@ class Job:
             None if root_id is None else as_uuid(root_id),
             as_time(get("source_created_on")),
             as_json(get("source_output")),
+            get("dead_letter"),
         )
 
     def sort_key(self) -> tuple[int, dt.datetime, uuid.UUID]:

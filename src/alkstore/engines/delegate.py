@@ -17,6 +17,7 @@ from ..core.contracts import TestHooks
 from ..core.description import EngineDescription, ServerInfo
 from ..core.options import NewJob, QueueOptions
 from ..core.plans import Plan
+from ..core.queries import JobQuery, JobSelector
 from ..core.records import Handoff, Job, Queue, QueueStats
 from ..core.targets import Targets
 from ..core.validation import check_engine_options
@@ -102,9 +103,11 @@ class DelegatingEngine:
         """See :meth:`alkstore.core.contracts.Engine.fetch`."""
         return self.inner.fetch(queue, batch_size)
 
-    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+    def complete(
+        self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
+    ) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.complete`."""
-        return self.inner.complete(queue, targets, output_json)
+        return self.inner.complete(queue, targets, output_json, include_queued)
 
     def complete_and_fetch(
         self, queue: str, targets: Targets, output_json: str | None, batch_size: int
@@ -143,6 +146,16 @@ class DelegatingEngine:
     def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.redrive`."""
         return self.inner.redrive(dlq, to, limit)
+
+    def find_jobs(self, queue: str, query: JobQuery) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.find_jobs`."""
+        return self.inner.find_jobs(queue, query)
+
+    def update_jobs(
+        self, queue: str, selector: JobSelector, data_json: str | None
+    ) -> Plan[list[uuid.UUID]]:
+        """See :meth:`alkstore.core.contracts.Engine.update_jobs`."""
+        return self.inner.update_jobs(queue, selector, data_json)
 
     def expire(self) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.expire`."""

@@ -15,6 +15,7 @@ from typing import ClassVar
 from ...core.description import EngineDescription, ServerInfo
 from .claim import ClaimMixin
 from .failing import FailMixin
+from .jobs import JobsMixin
 from .maintenance import MaintenanceMixin
 from .migrate import SchemaMixin
 from .queues import QueueMixin
@@ -52,7 +53,14 @@ POSTGRES = EngineDescription(
 
 
 class PostgresEngine(
-    SchemaMixin, QueueMixin, SendMixin, ClaimMixin, SettleMixin, FailMixin, MaintenanceMixin
+    SchemaMixin,
+    QueueMixin,
+    SendMixin,
+    ClaimMixin,
+    SettleMixin,
+    FailMixin,
+    MaintenanceMixin,
+    JobsMixin,
 ):
     """Stock PostgreSQL: every capability but serialization retries and a single connection.
 

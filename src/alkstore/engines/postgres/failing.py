@@ -142,7 +142,8 @@ class FailMixin(EngineBase):
             FROM {self.s}.queue sq, {source}
             WHERE sq.name = j.name AND {where} AND NOT {WILL_RETRY}
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
-                j.data::text AS data, j.output::text AS output, sq.dead_letter,
+                j.data::text AS data, j.output::text AS output,
+                coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
                 j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id"""
 
     def _dead_letter_insert(self, source: str) -> str:

@@ -155,7 +155,8 @@ def _v2(s: str, caps: Capabilities) -> list[str]:
 
 
 def _v4(s: str, caps: Capabilities) -> list[str]:
-    """Dead-letter lineage columns and flows (job dependencies).
+    """Dead-letter lineage and per-job dead-letter queue columns, and flows (job
+    dependencies).
 
     The new job columns are nullable and nothing is backfilled (so engines without
     ``add_column_backfill`` take it in one transaction). ``job_dependency`` holds one row per
@@ -167,7 +168,8 @@ def _v4(s: str, caps: Capabilities) -> list[str]:
     """
     return [
         f"""ALTER TABLE {s}.job ADD COLUMN source_root_id uuid,
-            ADD COLUMN source_created_on timestamptz, ADD COLUMN source_output jsonb""",
+            ADD COLUMN source_created_on timestamptz, ADD COLUMN source_output jsonb,
+            ADD COLUMN dead_letter text""",
         f"""CREATE TABLE {s}.job_dependency (
             name text NOT NULL,
             id uuid NOT NULL,

@@ -11,10 +11,11 @@ from typing import Any
 
 from ...core.plans import Plan, rowcount
 from ...core.records import Job
-from ...core.states import Operation
+from ...core.states import ACTIVE, QUEUED, Operation
 from ...core.targets import Targets
 from .base import EngineBase
 from .runtime import notifying
+from .schema import in_list
 from .sql import (
     JOB_COLUMNS,
     accepted,
@@ -26,28 +27,41 @@ from .sql import (
 )
 
 
-def complete_update(s: str, targets_at: int, output: str) -> str:
+def complete_update(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
     """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
-    ``$targets_at`` (``complete_and_fetch`` embeds it too)."""
+    ``$targets_at`` (``complete_and_fetch`` embeds it too); with ``include_queued``, queued
+    jobs are completed as well as active ones."""
+    states = in_list(ACTIVE | QUEUED) if include_queued else accepted(Operation.COMPLETE)
     return f"""UPDATE {s}.job j SET state = 'completed', completed_on = now(),
             output = {output}::text::jsonb
         FROM {targets_sql(targets_at)}
-        WHERE j.name = $1 AND j.state IN {accepted(Operation.COMPLETE)} AND {fence()}
+        WHERE j.name = $1 AND j.state IN {states} AND {fence()}
         RETURNING j.id"""
 
 
 class SettleMixin(EngineBase):
     """Plans that move targeted jobs between states."""
 
+    def _completing(self, include_queued: bool) -> str:
+        # One count row instead of a row per completed job: a batch's ids are not read back.
+        done = complete_update(self.s, 2, "$4", include_queued=include_queued)
+        return f"WITH done AS ({done}) SELECT count(*) AS n FROM done"
+
     @functools.cached_property
     def _complete_sql(self) -> str:
-        # One count row instead of a row per completed job: a batch's ids are not read back.
-        return f"WITH done AS ({complete_update(self.s, 2, '$4')}) SELECT count(*) AS n FROM done"
+        return self._completing(include_queued=False)
 
-    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
-        """active -> completed, storing ``output``."""
+    @functools.cached_property
+    def _complete_queued_sql(self) -> str:
+        return self._completing(include_queued=True)
+
+    def complete(
+        self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
+    ) -> Plan[int]:
+        """active (and with ``include_queued``, queued) -> completed, storing ``output``."""
         params = (queue, *target_params(targets), output_json)
-        return self._single("complete", self._complete_sql, params, count_of)
+        sql = self._complete_queued_sql if include_queued else self._complete_sql
+        return self._single("complete", sql, params, count_of)
 
     def touch(self, queue: str, targets: Targets) -> Plan[int]:
         """Heartbeat: ``heartbeat_on = now()`` for active jobs."""
