@@ -17,6 +17,7 @@ import attrs
 
 from .core.contracts import Engine
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
+from .core.flows import build_flow
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan, Steps
@@ -278,6 +279,22 @@ class Operations:
             retry_serialization=send.retry_serialization,
             map_error=send.map_error,
         )
+
+    # flows
+    def flow(self, steps: Any) -> tuple[Plan[dict[str, uuid.UUID]], set[str]]:
+        """See :meth:`alkstore.Store.flow`: the plan, and the queues it sends to."""
+        built = build_flow(steps, new_id)
+        return self.engine.flow(built), {step.queue for step in built}
+
+    def get_dependencies(self, queue: str, job_id: IdLike) -> Plan[list[Job]]:
+        """See :meth:`alkstore.Store.get_dependencies`."""
+        (one,) = targets(job_id).ids
+        return self.engine.get_dependencies(check_queue_name(queue), one)
+
+    def get_dependents(self, queue: str, job_id: IdLike) -> Plan[list[Job]]:
+        """See :meth:`alkstore.Store.get_dependents`."""
+        (one,) = targets(job_id).ids
+        return self.engine.get_dependents(check_queue_name(queue), one)
 
     # maintenance and schema
     def maintenance(self) -> list[tuple[str, Plan[int]]]:

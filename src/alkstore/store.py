@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, Unpack
 
@@ -252,6 +252,31 @@ class Store:
         )
         result: uuid.UUID = self._run(plan)
         self._wake(queue)
+        return result
+
+    # flows (docs/queues.md, "Flows")
+    def flow(self, steps: Sequence[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
+        """Send jobs that depend on each other, atomically; returns ref -> job id.
+
+        Each step is ``{"ref": ..., "queue": ..., "data": ..., "depends_on": [refs],
+        **send options}``. A job with ``depends_on`` waits until every job it names has
+        completed, and is released by the very completion of the last one (its
+        ``start_after`` then counts from that moment). A failed or cancelled parent leaves
+        it waiting. Refs must be unique and acyclic (checked before anything is written)."""
+        plan, queues = self._ops.flow(steps)
+        result: dict[str, uuid.UUID] = self._run(plan)
+        for queue in queues:
+            self._wake(queue)
+        return result
+
+    def get_dependencies(self, queue: str, job_id: IdLike) -> list[Job]:
+        """The jobs that job ``job_id`` waits (or waited) for, oldest first."""
+        result: list[Job] = self._run(self._ops.get_dependencies(queue, job_id))
+        return result
+
+    def get_dependents(self, queue: str, job_id: IdLike) -> list[Job]:
+        """The jobs that wait (or waited) for job ``job_id``, oldest first."""
+        result: list[Job] = self._run(self._ops.get_dependents(queue, job_id))
         return result
 
     def maintain(self) -> MaintenanceReport:
@@ -544,6 +569,24 @@ class AsyncStore:
         )
         result: uuid.UUID = await self._run(plan)
         self._wake(queue)
+        return result
+
+    async def flow(self, steps: Sequence[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
+        """See :meth:`Store.flow`."""
+        plan, queues = self._ops.flow(steps)
+        result: dict[str, uuid.UUID] = await self._run(plan)
+        for queue in queues:
+            self._wake(queue)
+        return result
+
+    async def get_dependencies(self, queue: str, job_id: IdLike) -> list[Job]:
+        """See :meth:`Store.get_dependencies`."""
+        result: list[Job] = await self._run(self._ops.get_dependencies(queue, job_id))
+        return result
+
+    async def get_dependents(self, queue: str, job_id: IdLike) -> list[Job]:
+        """See :meth:`Store.get_dependents`."""
+        result: list[Job] = await self._run(self._ops.get_dependents(queue, job_id))
         return result
 
     async def maintain(self) -> MaintenanceReport:

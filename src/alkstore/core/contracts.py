@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
+from .flows import FlowStep
 from .options import NewJob, QueueOptions
 from .plans import Plan, Row
 from .queries import JobQuery, JobSelector
@@ -188,6 +189,19 @@ class Engine(Protocol):
         self, queue: str, selector: JobSelector, data_json: str | None
     ) -> Plan[list[uuid.UUID]]:
         """Replace the data of the queued jobs ``selector`` picks; their ids, newest first."""
+        ...
+
+    # flows
+    def flow(self, steps: list[FlowStep]) -> Plan[dict[str, uuid.UUID]]:
+        """Send a flow's jobs and record their dependencies atomically; ref -> id."""
+        ...
+
+    def get_dependencies(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """The jobs a job waits (or waited) for."""
+        ...
+
+    def get_dependents(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """The jobs that wait (or waited) for a job."""
         ...
 
     # maintenance

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from ..core.contracts import TestHooks
 from ..core.description import EngineDescription, ServerInfo
+from ..core.flows import FlowStep
 from ..core.options import NewJob, QueueOptions
 from ..core.plans import Plan
 from ..core.queries import JobQuery, JobSelector
@@ -156,6 +157,18 @@ class DelegatingEngine:
     ) -> Plan[list[uuid.UUID]]:
         """See :meth:`alkstore.core.contracts.Engine.update_jobs`."""
         return self.inner.update_jobs(queue, selector, data_json)
+
+    def flow(self, steps: list[FlowStep]) -> Plan[dict[str, uuid.UUID]]:
+        """See :meth:`alkstore.core.contracts.Engine.flow`."""
+        return self.inner.flow(steps)
+
+    def get_dependencies(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.get_dependencies`."""
+        return self.inner.get_dependencies(queue, job_id)
+
+    def get_dependents(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.get_dependents`."""
+        return self.inner.get_dependents(queue, job_id)
 
     def expire(self) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.expire`."""

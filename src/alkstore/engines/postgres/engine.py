@@ -15,6 +15,7 @@ from typing import ClassVar
 from ...core.description import EngineDescription, ServerInfo
 from .claim import ClaimMixin
 from .failing import FailMixin
+from .flows import FlowsMixin
 from .jobs import JobsMixin
 from .maintenance import MaintenanceMixin
 from .migrate import SchemaMixin
@@ -61,6 +62,7 @@ class PostgresEngine(
     FailMixin,
     MaintenanceMixin,
     JobsMixin,
+    FlowsMixin,
 ):
     """Stock PostgreSQL: every capability but serialization retries and a single connection.
 

@@ -15,7 +15,7 @@ from ...core.records import Job, as_time, as_uuid
 from ...core.states import QUEUED
 from .base import EngineBase
 from .schema import in_list
-from .sql import JOB_COLUMNS
+from .sql import read_job_columns
 
 
 def _filters(first: int, **given: Any) -> tuple[list[str], list[Any]]:
@@ -43,7 +43,10 @@ class JobsMixin(EngineBase):
         if query.queued:
             conditions.append(f"state IN {in_list(QUEUED)}")
         where = " AND ".join(["name = $1", *conditions])
-        sql = f"SELECT {JOB_COLUMNS} FROM {self.s}.job WHERE {where} ORDER BY created_on, id"
+        sql = (
+            f"SELECT {read_job_columns('j')} FROM {self.s}.job j WHERE {where} "
+            "ORDER BY j.created_on, j.id"
+        )
 
         def steps() -> Steps[list[Job]]:
             rows = yield Statement(sql, (queue, *params))
