@@ -63,7 +63,8 @@ class PostgresTestHooks:
     def job_rows(self) -> Plan[list[Row]]:
         """Every job, each timestamp as its age in seconds on the server's clock."""
         ages = ", ".join(
-            f"extract(epoch FROM now() - LEAST({c}, {LATEST_TIME}))::float8 AS {c}"
+            f"extract(epoch FROM now() - CASE WHEN {c} = 'infinity' THEN {LATEST_TIME} "
+            f"ELSE {c} END)::float8 AS {c}"
             for c in TIMESTAMP_COLUMNS
         )
         sql = f"SELECT {JOB_FIELDS}, {ages} FROM {self.s}.job"
@@ -83,6 +84,8 @@ class PostgresTestHooks:
             for row in rows:
                 yield Statement(f"DROP TABLE {s}.{quote_ident(row['table_name'])}")
             yield Statement(f"DELETE FROM {s}.job")
+            yield Statement(f"DELETE FROM {s}.job_dependency")
+            yield Statement(f"DELETE FROM {s}.job_blocked")
             yield Statement(f"DELETE FROM {s}.queue")
 
         return self._plan("test-reset", steps)
