@@ -31,12 +31,18 @@ from .sql import (
 def complete_update(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
     """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
     ``$targets_at``; with ``include_queued``, queued jobs are completed as well as active
-    ones. Returns the ``name`` and ``id`` of each completed job."""
-    states = in_list(ACTIVE | QUEUED) if include_queued else accepted(Operation.COMPLETE)
+    ones (by bare id: a ``Job`` still completes only its own, active attempt). Returns the
+    ``name`` and ``id`` of each completed job."""
+    where = f"j.state IN {accepted(Operation.COMPLETE)}"
+    if include_queued:
+        where = (
+            f"j.state IN {in_list(ACTIVE | QUEUED)} "
+            "AND (t.retry_count IS NULL OR j.state = 'active')"
+        )
     return f"""UPDATE {s}.job j SET state = 'completed', completed_on = now(),
             output = {output}::text::jsonb
         FROM {targets_sql(targets_at)}
-        WHERE j.name = $1 AND j.state IN {states} AND {fence()}
+        WHERE j.name = $1 AND {where} AND {fence()}
         RETURNING j.name, j.id"""
 
 
