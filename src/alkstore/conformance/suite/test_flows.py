@@ -248,3 +248,37 @@ def test_a_worker_completing_a_parent_releases_the_child(alkstore_store):
     with alkstore_store.work("q", lambda job: seen.append(job.data), poll_interval=0.05):
         eventually(lambda: alkstore_store.get_job("q", ids["c"]).state is JobState.COMPLETED)
     assert seen == ["a", "b", "c"]
+
+
+def test_a_flow_may_reuse_the_ids_of_deleted_flow_jobs(alkstore_store):
+    _queues(alkstore_store, "q")
+    first = alkstore_store.flow(
+        [
+            {"ref": "a", "queue": "q", "data": 1},
+            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
+        ]
+    )
+    assert alkstore_store.delete_jobs("q", list(first.values())) == 2
+    again = alkstore_store.flow(
+        [
+            {"ref": "x", "queue": "q", "data": 3, "id": first["b"]},
+            {"ref": "y", "queue": "q", "data": 4},
+            {"ref": "z", "queue": "q", "data": 5, "id": first["a"], "depends_on": ["x", "y"]},
+        ]
+    )
+    assert [j.id for j in alkstore_store.get_dependencies("q", first["a"])] == [
+        j.id
+        for j in sorted(
+            (alkstore_store.get_job("q", again["x"]), alkstore_store.get_job("q", again["y"])),
+            key=lambda j: (j.created_on, j.id),
+        )
+    ]
+    assert alkstore_store.get_dependents("q", first["b"])[0].id == first["a"]
+    assert alkstore_store.get_dependencies("q", first["b"]) == []  # the old edge b -> a is gone
+    assert alkstore_store.get_dependents("q", first["a"]) == []
+    ready = alkstore_store.fetch("q", batch_size=5)
+    assert {j.id for j in ready} == {again["x"], again["y"]}
+    alkstore_store.complete("q", ready[0])
+    assert alkstore_store.fetch("q") == []
+    alkstore_store.complete("q", ready[1])
+    assert _fetch_ids(alkstore_store, "q") == [first["a"]]

@@ -54,6 +54,22 @@ class FlowsMixin(EngineBase):
                     WHERE name = $1 AND id = ANY($2::uuid[])""",
                     (queue, ids),
                 )
+            # Rows left by deleted jobs whose ids the flow reuses would count for the new ones:
+            # the flow's jobs were just inserted, so any row naming them is such a leftover.
+            sent = to_arrays([(st.queue, st.job.id) for st in steps], 2)
+            for name_column, id_column in (("name", "id"), ("parent_name", "parent_id")):
+                yield Statement(
+                    f"""DELETE FROM {s}.job_dependency d
+                    USING unnest($1::text[], $2::uuid[]) AS n(name, id)
+                    WHERE d.{name_column} = n.name AND d.{id_column} = n.id""",
+                    sent,
+                )
+            yield Statement(
+                f"""DELETE FROM {s}.job_blocked b
+                USING unnest($1::text[], $2::uuid[]) AS n(name, id)
+                WHERE b.name = n.name AND b.id = n.id""",
+                sent,
+            )
             if links:
                 yield Statement(
                     f"""INSERT INTO {s}.job_dependency (name, id, parent_name, parent_id)
