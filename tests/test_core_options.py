@@ -65,6 +65,7 @@ JOB_ONLY_OPTIONS = {
     "singleton_next_slot",
     "group_id",
     "group_tier",
+    "dead_letter",  # issue 12: a job may name its own dead-letter queue
 }
 QUEUE_ONLY_OPTIONS = {"policy", "dead_letter", "partition"}
 
@@ -526,7 +527,8 @@ def job_options(draw: st.DrawFn) -> JobOptions:
 
 def test_resolved_options_are_the_shared_options_plus_priority() -> None:
     assert field_names(ResolvedJobOptions) == SHARED_OPTIONS | {"priority"}
-    assert field_names(QueueOptions) & field_names(JobOptions) == SHARED_OPTIONS
+    # A job's own dead_letter overrides its queue's when it fails, not when it is sent.
+    assert field_names(QueueOptions) & field_names(JobOptions) == SHARED_OPTIONS | {"dead_letter"}
 
 
 @SETTINGS

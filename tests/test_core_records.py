@@ -54,6 +54,10 @@ def native_row(**overrides: Any) -> dict[str, Any]:
         "source_queue": "origin",
         "source_id": SOURCE_ID,
         "source_retry_count": 2,
+        "source_root_id": SOURCE_ID,
+        "source_created_on": T0 - dt.timedelta(days=1),
+        "source_output": '{"message": "boom"}',
+        "dead_letter": "dlq",
     }
     row.update(overrides)
     return row
@@ -78,6 +82,8 @@ def text_row() -> dict[str, Any]:
     row["retry_backoff"] = "t"
     row["id"] = str(ID)
     row["source_id"] = str(SOURCE_ID).upper()
+    row["source_root_id"] = str(SOURCE_ID)
+    row["source_created_on"] = "2030-01-01 03:04:05.123456+00"
     row["start_after"] = "2030-01-02 03:04:05.123456+00"
     row["created_on"] = "2030-01-02T05:04:04.123456+02:00"
     row["started_on"] = "2030-01-02 03:04:07.123456+00:00"
@@ -162,6 +168,9 @@ def test_nullable_columns_stay_none() -> None:
             source_queue=None,
             source_id=None,
             source_retry_count=None,
+            source_root_id=None,
+            source_created_on=None,
+            source_output=None,
         )
     )
     assert job.retry_delay_max is None
@@ -172,6 +181,7 @@ def test_nullable_columns_stay_none() -> None:
     assert job.data is None
     assert job.source_id is None
     assert job.source_retry_count is None
+    assert job.source_root_id is job.source_created_on is job.source_output is None
 
 
 @pytest.mark.parametrize(

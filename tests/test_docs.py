@@ -22,6 +22,7 @@ PAGES = [
     "docs/drivers.md",
     "docs/workers.md",
     "docs/dashboard.md",
+    "docs/queues.md",
 ]
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 

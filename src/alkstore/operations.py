@@ -7,6 +7,8 @@ mapping here is written once.
 
 from __future__ import annotations
 
+import functools
+import traceback
 import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -14,10 +16,12 @@ from typing import Any
 import attrs
 
 from .core.contracts import Engine
-from .core.errors import InvalidOptions, QueueOptionsDiffer
+from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
+from .core.flows import build_flow
 from .core.ids import new_id
 from .core.options import JobOptions, NewJob, QueueOptions, dump_json
-from .core.plans import Plan
+from .core.plans import Plan, Steps
+from .core.queries import JobQuery, JobSelector, Match
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .core.targets import IdLike, targets
@@ -25,9 +29,14 @@ from .core.validation import check_queue_name, is_int
 
 
 def error_output(error: Any) -> str | None:
-    """The JSON stored in ``output`` when a job fails: exceptions become name + message."""
+    """The JSON stored in ``output`` when a job fails: an exception becomes its class name,
+    message and traceback (``stack``, as a worker stores a handler's exception)."""
     if isinstance(error, BaseException):
-        error = {"name": type(error).__name__, "message": str(error)}
+        error = {
+            "name": type(error).__name__,
+            "message": str(error),
+            "stack": "".join(traceback.format_exception(error)),
+        }
     return dump_json("error", error)
 
 
@@ -38,6 +47,13 @@ NO_OPTIONS = JobOptions()
 def _new_job(data: Any, options: Mapping[str, Any]) -> NewJob:
     opts = JobOptions.from_kwargs(options) if options else NO_OPTIONS
     return NewJob.build(data, opts, new_id)
+
+
+def _nothing_sent(queue: str, found: Queue | None) -> list[uuid.UUID]:
+    """An empty ``send_many`` sends nothing, but still refuses a queue that does not exist."""
+    if found is None:
+        raise QueueNotFound(queue)
+    return []
 
 
 def _positive(field: str, value: object) -> int:
@@ -99,7 +115,26 @@ class Operations:
     def send(self, queue: str, data: Any, options: Mapping[str, Any]) -> Plan[uuid.UUID]:
         """See :meth:`alkstore.Store.send`."""
         job = _new_job(data, options)
-        return self.engine.send(check_queue_name(queue), [job]).then(lambda ids: ids[0])
+        return self._sent(check_queue_name(queue), [job]).then(lambda ids: ids[0])
+
+    def _sent(self, queue: str, jobs: list[NewJob]) -> Plan[list[uuid.UUID]]:
+        """The engine's ``send``; when jobs name their own dead-letter queues, first checks
+        (in the same transaction) that those exist and are not ``queue``."""
+        plan = self.engine.send(queue, jobs)
+        named = sorted({j.options.dead_letter for j in jobs if j.options.dead_letter is not None})
+        if not named:
+            return plan
+        if queue in named:
+            raise InvalidOptions("dead_letter", queue, "may not be the job's own queue")
+        lookups = [(name, self.engine.get_queue(name)) for name in named]
+
+        def steps() -> Steps[list[uuid.UUID]]:
+            for name, lookup in lookups:
+                if (yield from lookup.steps()) is None:
+                    raise QueueNotFound(name, field="dead_letter")
+            return (yield from plan.steps())
+
+        return attrs.evolve(plan, steps=steps, transaction=True)
 
     def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> Plan[list[uuid.UUID]]:
         """See :meth:`alkstore.Store.send_many`."""
@@ -112,16 +147,26 @@ class Operations:
                 )
             options = {k: v for k, v in spec.items() if k != "data"}
             built.append(_new_job(spec.get("data"), options))
-        return self.engine.send(queue, built)
+        if not built:
+            return self.engine.get_queue(queue).then(functools.partial(_nothing_sent, queue))
+        return self._sent(queue, built)
 
     def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
         """See :meth:`alkstore.Store.fetch`."""
         return self.engine.fetch(check_queue_name(queue), _positive("batch_size", batch_size))
 
-    def complete(self, queue: str, ids: IdLike | Iterable[IdLike], output: Any) -> Plan[int]:
+    def complete(
+        self,
+        queue: str,
+        ids: IdLike | Iterable[IdLike],
+        output: Any,
+        include_queued: bool = False,
+    ) -> Plan[int]:
         """See :meth:`alkstore.Store.complete`."""
+        if not isinstance(include_queued, bool):
+            raise InvalidOptions("include_queued", include_queued, "must be a bool")
         return self.engine.complete(
-            check_queue_name(queue), targets(ids), dump_json("output", output)
+            check_queue_name(queue), targets(ids), dump_json("output", output), include_queued
         )
 
     def complete_and_fetch(
@@ -201,6 +246,77 @@ class Operations:
         return self.engine.list_jobs(
             check_queue_name(queue), wanted, _positive("limit", limit), start
         )
+
+    # finding and editing jobs
+    def find_jobs(
+        self, queue: str, *, id: Any, key: Any, data: Any, queued: Any
+    ) -> Plan[list[Job]]:
+        """See :meth:`alkstore.Store.find_jobs`."""
+        query = JobQuery.build(id=id, key=key, data=data, queued=queued)
+        return self.engine.find_jobs(check_queue_name(queue), query)
+
+    def update(
+        self, queue: str, data: Any, *, id: Any, singleton_key: Any, match: Any
+    ) -> Plan[int]:
+        """See :meth:`alkstore.Store.update`."""
+        selector = JobSelector(id=id, singleton_key=singleton_key, match=match)
+        plan = self.engine.update_jobs(check_queue_name(queue), selector, dump_json("data", data))
+        return plan.then(len)
+
+    def upsert(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: Any,
+        singleton_key: Any,
+        match: Any,
+        options: Mapping[str, Any],
+    ) -> Plan[uuid.UUID]:
+        """See :meth:`alkstore.Store.upsert`: the update, and only if it changed nothing the
+        send, in one transaction."""
+        selector = JobSelector(id=id, singleton_key=singleton_key, match=match)
+        if selector.match is Match.ALL:
+            raise InvalidOptions("match", match, "upsert changes one job: 'newest' or 'oldest'")
+        for name in ("id", "singleton_key"):
+            if name in options:
+                raise InvalidOptions(name, options[name], f"pass {name} as upsert's own argument")
+        name = check_queue_name(queue)
+        job = _new_job(data, {**options, "id": selector.id, "singleton_key": singleton_key})
+        update = self.engine.update_jobs(name, selector, job.data_json)
+        send = self._sent(name, [job])
+
+        def steps() -> Steps[uuid.UUID]:
+            updated = yield from update.steps()
+            if updated:
+                return updated[0]
+            (sent,) = yield from send.steps()
+            return sent
+
+        return Plan(
+            "upsert",
+            steps,
+            transaction=True,
+            isolation=send.isolation,
+            retry_serialization=send.retry_serialization,
+            map_error=send.map_error,
+        )
+
+    # flows
+    def flow(self, steps: Any) -> tuple[Plan[dict[str, uuid.UUID]], set[str]]:
+        """See :meth:`alkstore.Store.flow`: the plan, and the queues it sends to."""
+        built = build_flow(steps, new_id)
+        return self.engine.flow(built), {step.queue for step in built}
+
+    def get_dependencies(self, queue: str, job_id: IdLike) -> Plan[list[Job]]:
+        """See :meth:`alkstore.Store.get_dependencies`."""
+        (one,) = targets(job_id).ids
+        return self.engine.get_dependencies(check_queue_name(queue), one)
+
+    def get_dependents(self, queue: str, job_id: IdLike) -> Plan[list[Job]]:
+        """See :meth:`alkstore.Store.get_dependents`."""
+        (one,) = targets(job_id).ids
+        return self.engine.get_dependents(check_queue_name(queue), one)
 
     # maintenance and schema
     def maintenance(self) -> list[tuple[str, Plan[int]]]:

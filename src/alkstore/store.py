@@ -11,7 +11,7 @@ import datetime as dt
 import functools
 import sys
 import uuid
-from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, Unpack
 
@@ -151,9 +151,12 @@ class Store:
         result: list[Job] = self._run(self._ops.fetch(queue, batch_size))
         return result
 
-    def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
-        """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in."""
-        return int(self._run(self._ops.complete(queue, ids, output)))
+    def complete(
+        self, queue: str, ids: Ids, output: Any = None, *, include_queued: bool = False
+    ) -> int:
+        """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in.
+        With ``include_queued=True``, queued jobs (created, retry) are completed too."""
+        return int(self._run(self._ops.complete(queue, ids, output, include_queued)))
 
     def complete_and_fetch(
         self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
@@ -212,6 +215,84 @@ class Store:
         order (roughly the order they were sent in); read-only. The next page:
         ``after=page[-1].id``. An unknown queue raises :class:`~alkstore.QueueNotFound`."""
         result: list[Job] = self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
+
+    # finding and editing jobs (docs/queues.md, "Finding and editing jobs")
+    def find_jobs(
+        self,
+        queue: str,
+        *,
+        id: IdLike | None = None,
+        key: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        queued: bool = False,
+    ) -> list[Job]:
+        """The jobs of ``queue`` (oldest first) with that ``id``, that ``singleton_key``
+        (``key``), whose data contains every top-level key of ``data`` with its value
+        (``jsonb @>``), and with ``queued=True`` only those waiting (created, retry)."""
+        plan = self._ops.find_jobs(queue, id=id, key=key, data=data, queued=queued)
+        result: list[Job] = self._run(plan)
+        return result
+
+    def update(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+    ) -> int:
+        """Replace the ``data`` of a queued job (created or retry): the one with ``id``, or
+        of the jobs with ``singleton_key`` the ``"newest"``, the ``"oldest"`` or ``"all"``.
+        Returns how many jobs changed (0: none queued matched)."""
+        plan = self._ops.update(queue, data, id=id, singleton_key=singleton_key, match=match)
+        return int(self._run(plan))
+
+    def upsert(
+        self,
+        queue: str,
+        data: Any = None,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+        **options: Any,
+    ) -> uuid.UUID:
+        """:meth:`update` of the queued job chosen by ``id``/``singleton_key``/``match``, or
+        when none is queued, :meth:`send` of a new job with that ``id`` and
+        ``singleton_key`` and the send ``options`` (which an update leaves alone), in one
+        transaction. Returns the id of the job updated or sent."""
+        plan = self._ops.upsert(
+            queue, data, id=id, singleton_key=singleton_key, match=match, options=options
+        )
+        result: uuid.UUID = self._run(plan)
+        self._wake(queue)
+        return result
+
+    # flows (docs/queues.md, "Flows")
+    def flow(self, steps: Sequence[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
+        """Send jobs that depend on each other, atomically; returns ref -> job id.
+
+        Each step is ``{"ref": ..., "queue": ..., "data": ..., "depends_on": [refs],
+        **send options}``. A job with ``depends_on`` waits until every job it names has
+        completed, and is released by the very completion of the last one (its
+        ``start_after`` then counts from that moment). A failed or cancelled parent leaves
+        it waiting. Refs must be unique and acyclic (checked before anything is written)."""
+        plan, queues = self._ops.flow(steps)
+        result: dict[str, uuid.UUID] = self._run(plan)
+        for queue in queues:
+            self._wake(queue)
+        return result
+
+    def get_dependencies(self, queue: str, job_id: IdLike) -> list[Job]:
+        """The jobs that job ``job_id`` waits (or waited) for, oldest first."""
+        result: list[Job] = self._run(self._ops.get_dependencies(queue, job_id))
+        return result
+
+    def get_dependents(self, queue: str, job_id: IdLike) -> list[Job]:
+        """The jobs that wait (or waited) for job ``job_id``, oldest first."""
+        result: list[Job] = self._run(self._ops.get_dependents(queue, job_id))
         return result
 
     def maintain(self) -> MaintenanceReport:
@@ -434,9 +515,11 @@ class AsyncStore:
         result: list[Job] = await self._run(self._ops.fetch(queue, batch_size))
         return result
 
-    async def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
+    async def complete(
+        self, queue: str, ids: Ids, output: Any = None, *, include_queued: bool = False
+    ) -> int:
         """See :meth:`Store.complete`."""
-        return int(await self._run(self._ops.complete(queue, ids, output)))
+        return int(await self._run(self._ops.complete(queue, ids, output, include_queued)))
 
     async def complete_and_fetch(
         self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
@@ -488,6 +571,69 @@ class AsyncStore:
     ) -> list[Job]:
         """See :meth:`Store.list_jobs`."""
         result: list[Job] = await self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
+
+    async def find_jobs(
+        self,
+        queue: str,
+        *,
+        id: IdLike | None = None,
+        key: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        queued: bool = False,
+    ) -> list[Job]:
+        """See :meth:`Store.find_jobs`."""
+        plan = self._ops.find_jobs(queue, id=id, key=key, data=data, queued=queued)
+        result: list[Job] = await self._run(plan)
+        return result
+
+    async def update(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+    ) -> int:
+        """See :meth:`Store.update`."""
+        plan = self._ops.update(queue, data, id=id, singleton_key=singleton_key, match=match)
+        return int(await self._run(plan))
+
+    async def upsert(
+        self,
+        queue: str,
+        data: Any = None,
+        *,
+        id: IdLike | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+        **options: Any,
+    ) -> uuid.UUID:
+        """See :meth:`Store.upsert`."""
+        plan = self._ops.upsert(
+            queue, data, id=id, singleton_key=singleton_key, match=match, options=options
+        )
+        result: uuid.UUID = await self._run(plan)
+        self._wake(queue)
+        return result
+
+    async def flow(self, steps: Sequence[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
+        """See :meth:`Store.flow`."""
+        plan, queues = self._ops.flow(steps)
+        result: dict[str, uuid.UUID] = await self._run(plan)
+        for queue in queues:
+            self._wake(queue)
+        return result
+
+    async def get_dependencies(self, queue: str, job_id: IdLike) -> list[Job]:
+        """See :meth:`Store.get_dependencies`."""
+        result: list[Job] = await self._run(self._ops.get_dependencies(queue, job_id))
+        return result
+
+    async def get_dependents(self, queue: str, job_id: IdLike) -> list[Job]:
+        """See :meth:`Store.get_dependents`."""
+        result: list[Job] = await self._run(self._ops.get_dependents(queue, job_id))
         return result
 
     async def maintain(self) -> MaintenanceReport:

@@ -13,8 +13,10 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
+from .flows import FlowStep
 from .options import NewJob, QueueOptions
 from .plans import Plan, Row
+from .queries import JobQuery, JobSelector
 from .records import Handoff, Job, Queue, QueueStats
 from .states import JobState
 from .targets import Targets
@@ -135,8 +137,10 @@ class Engine(Protocol):
         """Claim up to ``batch_size`` due jobs, in fetch order."""
         ...
 
-    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
-        """active -> completed."""
+    def complete(
+        self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
+    ) -> Plan[int]:
+        """active (with ``include_queued`` also queued) -> completed."""
         ...
 
     def complete_and_fetch(
@@ -183,6 +187,30 @@ class Engine(Protocol):
     ) -> Plan[list[Job]]:
         """Up to ``limit`` jobs of ``queue`` in ``states`` (all when empty), ids after
         ``after``, in id order (read-only; keyset pages)."""
+        ...
+
+    # finding and editing jobs
+    def find_jobs(self, queue: str, query: JobQuery) -> Plan[list[Job]]:
+        """The jobs of ``queue`` matching ``query``, oldest first."""
+        ...
+
+    def update_jobs(
+        self, queue: str, selector: JobSelector, data_json: str | None
+    ) -> Plan[list[uuid.UUID]]:
+        """Replace the data of the queued jobs ``selector`` picks; their ids, newest first."""
+        ...
+
+    # flows
+    def flow(self, steps: list[FlowStep]) -> Plan[dict[str, uuid.UUID]]:
+        """Send a flow's jobs and record their dependencies atomically; ref -> id."""
+        ...
+
+    def get_dependencies(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """The jobs a job waits (or waited) for."""
+        ...
+
+    def get_dependents(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """The jobs that wait (or waited) for a job."""
         ...
 
     # maintenance

@@ -51,6 +51,7 @@ class JobOptionsKwargs(TypedDict, total=False):
     singleton_next_slot: bool | None
     group_id: str | None
     group_tier: str | None
+    dead_letter: str | None
 
 
 class ConnectKwargs(TypedDict, total=False):

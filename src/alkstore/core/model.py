@@ -138,6 +138,10 @@ class ModelJob:
     source_queue: str | None
     source_id: uuid.UUID | None
     source_retry_count: int | None
+    source_root_id: uuid.UUID | None
+    source_created_on: dt.datetime | None
+    source_output: Any
+    dead_letter: str | None
     start_after_latest: dt.datetime
     """Latest possible ``start_after``: equal to it unless a backoff jitter is unknown.
     ``keep_until`` is uncertain by the same amount."""
@@ -174,6 +178,38 @@ def _json_value(field: str, value: Any) -> Any:
 
 def _seconds(value: float) -> dt.timedelta:
     return dt.timedelta(seconds=value)
+
+
+BLOCKED: dt.datetime = dt.datetime.max.replace(tzinfo=dt.UTC)
+"""``start_after`` and ``keep_until`` of a job waiting in a flow: as the store reads the
+database's ``'infinity'``, which time never moves."""
+
+
+def _shifted(moment: dt.datetime, shift: dt.timedelta) -> dt.datetime:
+    return moment if moment == BLOCKED else moment - shift
+
+
+@attrs.define
+class Waiting:
+    """A job waiting in a flow: how many parents it still waits for, and its start."""
+
+    parents: list[tuple[str, uuid.UUID]]
+    waiting: int
+    start_at: dt.datetime | None
+    delay: float | None
+
+
+def _contains(value: Any, wanted: Any) -> bool:
+    """JSON containment, as ``jsonb @>``: objects by key, arrays by element, scalars equal."""
+    if isinstance(wanted, dict):
+        return isinstance(value, dict) and all(
+            k in value and _contains(value[k], v) for k, v in wanted.items()
+        )
+    if isinstance(wanted, list):
+        return isinstance(value, list) and all(
+            any(_contains(item, w) for item in value) for w in wanted
+        )
+    return bool(value == wanted) and isinstance(value, bool) == isinstance(wanted, bool)
 
 
 def _targets(ids: ModelIds) -> list[tuple[uuid.UUID, int | None]]:
@@ -226,6 +262,9 @@ class Model:
         """Every job, by ``(queue, id)``."""
         self._seq = 0
         self._dead_letters_made = 0
+        self.waiting: dict[tuple[str, uuid.UUID], Waiting] = {}
+        """Jobs sent in flows with parents, by ``(queue, id)`` (kept once released, as the
+        dependency rows are)."""
 
     # -- clock -----------------------------------------------------------------------------
 
@@ -234,10 +273,10 @@ class Model:
         ``advance`` does)."""
         shift = _seconds(seconds)
         for job in self.jobs.values():
-            job.start_after -= shift
-            job.start_after_latest -= shift
+            job.start_after = _shifted(job.start_after, shift)
+            job.start_after_latest = _shifted(job.start_after_latest, shift)
             job.created_on -= shift
-            job.keep_until -= shift
+            job.keep_until = _shifted(job.keep_until, shift)
             if job.started_on is not None:
                 job.started_on -= shift
             if job.completed_on is not None:
@@ -341,6 +380,12 @@ class Model:
             raise JobConflict(f"id {dup} appears twice in one send")
         if queue not in self.queues:
             raise QueueNotFound(queue)
+        for _job_id, _data, options in prepared:
+            own = options.dead_letter
+            if own == queue:
+                raise InvalidOptions("dead_letter", own, "may not be the job's own queue")
+            if own is not None and own not in self.queues:
+                raise QueueNotFound(own, field="dead_letter")
         if any((queue, i) in self.jobs for i in ids):
             raise JobConflict(f"a job with one of these ids already exists in {queue!r}")
         seq = self._next_seq()
@@ -379,6 +424,10 @@ class Model:
                 source_queue=None,
                 source_id=None,
                 source_retry_count=None,
+                source_root_id=None,
+                source_created_on=None,
+                source_output=None,
+                dead_letter=options.dead_letter,
                 start_after_latest=start_after,
                 seq=seq,
             )
@@ -414,14 +463,20 @@ class Model:
             job.heartbeat_on = None if job.heartbeat_seconds is None else self.now
         return [j.id for j in picked]
 
-    def complete(self, queue: str, ids: ModelIds, output: Any = None) -> int:
-        """active -> completed (fenced), storing ``output``; returns how many changed."""
+    def complete(
+        self, queue: str, ids: ModelIds, output: Any = None, include_queued: bool = False
+    ) -> int:
+        """active (with ``include_queued`` also queued) -> completed (fenced), storing
+        ``output``; releases the flow jobs that waited for these last. Returns how many
+        changed."""
         value = _json_value("output", output)
-        changed = self._select(queue, ids, ACTIVE, fenced=True)
+        states = ACTIVE | QUEUED if include_queued else ACTIVE
+        changed = self._select(queue, ids, states, fenced=True)
         for job in changed:
             job.state = JobState.COMPLETED
             job.completed_on = self.now
             job.output = copy.deepcopy(value)
+        self._release({(job.queue, job.id) for job in changed})
         return len(changed)
 
     def fail(self, queue: str, ids: ModelIds, output: Any = None) -> int:
@@ -443,12 +498,16 @@ class Model:
         return len(changed)
 
     def resume(self, queue: str, ids: ModelIds) -> int:
-        """cancelled -> created, due now; ``keep_until`` moves with ``start_after``."""
+        """cancelled -> created: due now, or at its ``start_after`` if that is still ahead
+        (cancel + resume never skips a pending backoff); ``keep_until`` moves with it."""
         changed = self._select(queue, ids, frozenset({JobState.CANCELLED}), fenced=False)
         for job in changed:
             job.state = JobState.CREATED
             job.completed_on = None
-            self._restart_now(job)
+            job.start_after = max(job.start_after, self.now)
+            job.start_after_latest = max(job.start_after_latest, self.now)
+            if job.start_after != BLOCKED:
+                job.keep_until = job.start_after + _seconds(job.retention_seconds)
         return len(changed)
 
     def retry(self, queue: str, ids: ModelIds) -> int:
@@ -474,6 +533,128 @@ class Model:
         for job in changed:
             job.heartbeat_on = self.now
         return len(changed)
+
+    # -- flows -----------------------------------------------------------------------------
+
+    def flow(self, steps: Sequence[Mapping[str, Any]]) -> dict[str, uuid.UUID]:
+        """Send a flow (each step also carries its ``id``, so model and engine share ids):
+        all or nothing; a step with ``depends_on`` waits for those refs' jobs to complete."""
+        saved = (copy.deepcopy(self.jobs), self._seq)
+        refs = {step["ref"]: (step["queue"], step["id"]) for step in steps}
+        skip = ("ref", "queue", "data", "depends_on", "id")
+        try:
+            # One statement per queue, in the order of the queues' names (as the engine).
+            for queue in sorted({step["queue"] for step in steps}):
+                batch = [
+                    (
+                        s["id"],
+                        s.get("data"),
+                        JobOptions(**{k: v for k, v in s.items() if k not in skip}),
+                    )
+                    for s in steps
+                    if s["queue"] == queue
+                ]
+                self.send_many(queue, batch)
+        except Exception:
+            self.jobs, self._seq = saved
+            raise
+        for step in steps:
+            parents = [refs[ref] for ref in dict.fromkeys(step.get("depends_on", ()))]
+            if not parents:
+                continue
+            job = self.jobs[(step["queue"], step["id"])]
+            start = JobOptions(start_after=step.get("start_after")).start_after
+            self.waiting[(job.queue, job.id)] = Waiting(
+                parents,
+                len(parents),
+                start if isinstance(start, dt.datetime) else None,
+                start if isinstance(start, float) else None,
+            )
+            job.start_after = job.start_after_latest = job.keep_until = BLOCKED
+        return {ref: job_id for ref, (_queue, job_id) in refs.items()}
+
+    def get_dependencies(self, queue: str, job_id: uuid.UUID) -> list[ModelJob]:
+        """The existing jobs job ``job_id`` waits (or waited) for, oldest first."""
+        entry = self.waiting.get((queue, job_id))
+        found = [self.jobs[p] for p in (entry.parents if entry else []) if p in self.jobs]
+        return sorted(found, key=lambda j: (j.created_on, j.seq, j.id))
+
+    def get_dependents(self, queue: str, job_id: uuid.UUID) -> list[ModelJob]:
+        """The existing jobs that wait (or waited) for job ``job_id``, oldest first."""
+        found = [
+            self.jobs[child]
+            for child, entry in self.waiting.items()
+            if (queue, job_id) in entry.parents and child in self.jobs
+        ]
+        return sorted(found, key=lambda j: (j.created_on, j.seq, j.id))
+
+    def _release(self, completed: set[tuple[str, uuid.UUID]]) -> None:
+        """Count down the flow jobs waiting for ``completed``; release those done waiting."""
+        for child, entry in self.waiting.items():
+            hits = sum(1 for parent in entry.parents if parent in completed)
+            if not hits:
+                continue
+            entry.waiting -= hits
+            job = self.jobs.get(child)
+            if entry.waiting != 0 or job is None or job.start_after != BLOCKED:
+                continue
+            start = entry.start_at or self.now + _seconds(entry.delay or 0.0)
+            job.start_after = job.start_after_latest = start
+            job.keep_until = start + _seconds(job.retention_seconds)
+
+    # -- finding and editing jobs ----------------------------------------------------------
+
+    def find_jobs(
+        self,
+        queue: str,
+        *,
+        id: uuid.UUID | None = None,
+        key: str | None = None,
+        data: Mapping[str, Any] | None = None,
+        queued: bool = False,
+    ) -> list[ModelJob]:
+        """The jobs of ``queue`` matching every filter given, oldest first."""
+        if queue not in self.queues:
+            raise QueueNotFound(queue)
+        wanted = _json_value("data", data)
+
+        def matches(job: ModelJob) -> bool:
+            return (
+                job.queue == queue
+                and (id is None or job.id == id)
+                and (key is None or job.singleton_key == key)
+                and (wanted is None or _contains(job.data, wanted))
+                and (not queued or job.state in QUEUED)
+            )
+
+        found = [j for j in self.jobs.values() if matches(j)]
+        return sorted(found, key=lambda j: (j.created_on, j.seq, j.id))
+
+    def update(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: uuid.UUID | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+    ) -> int:
+        """Replace the data of the queued job(s) chosen; how many changed."""
+        if queue not in self.queues:
+            raise QueueNotFound(queue)
+        chosen = [
+            j
+            for j in self.find_jobs(queue, id=id, queued=True)
+            if singleton_key is None or j.singleton_key == singleton_key
+        ]
+        if match == "newest":
+            chosen = chosen[-1:]
+        elif match == "oldest":
+            chosen = chosen[:1]
+        value = _json_value("data", data)
+        for job in chosen:
+            job.data = copy.deepcopy(value)
+        return len(chosen)
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -572,8 +753,8 @@ class Model:
                 job.state = JobState.FAILED
                 job.completed_on = self.now
             job.output = copy.deepcopy(output)
-            dead_letter = self.queues[job.queue].dead_letter
-            if job.state is JobState.FAILED and dead_letter is not None:
+            dead_letter = job.dead_letter or self.queues[job.queue].dead_letter
+            if job.state is JobState.FAILED and dead_letter in self.queues:
                 self._dead_letter(job, dead_letter, seq)
 
     def _dead_letter(self, job: ModelJob, dlq: str, seq: int) -> None:
@@ -596,7 +777,7 @@ class Model:
             heartbeat_seconds=opts.heartbeat_seconds,
             retention_seconds=opts.retention_seconds,
             deletion_seconds=opts.deletion_seconds,
-            singleton_key=None,
+            singleton_key=job.singleton_key,
             group_id=None,
             group_tier=None,
             start_after=self.now,
@@ -609,6 +790,10 @@ class Model:
             source_queue=job.queue,
             source_id=job.id,
             source_retry_count=job.retry_count,
+            source_root_id=job.source_root_id or job.id,
+            source_created_on=job.created_on,
+            source_output=copy.deepcopy(job.output),
+            dead_letter=None,
             start_after_latest=self.now,
             seq=seq,
         )

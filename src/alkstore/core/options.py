@@ -163,6 +163,8 @@ class JobOptions:
     singleton_next_slot: bool | None = attrs.field(default=None, validator=_unsupported_yet)
     group_id: str | None = attrs.field(default=None, validator=optional_text(200))
     group_tier: str | None = attrs.field(default=None, validator=optional_text(200))
+    dead_letter: str | None = attrs.field(default=None, validator=queue_name)
+    """This job's dead-letter queue, instead of its queue's (it must exist when sent)."""
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> JobOptions:

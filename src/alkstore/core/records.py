@@ -92,6 +92,14 @@ class Job:
     source_queue: str | None
     source_id: uuid.UUID | None
     source_retry_count: int | None
+    source_root_id: uuid.UUID | None
+    """A dead-letter copy: the first job of its chain of dead letters."""
+    source_created_on: dt.datetime | None
+    """A dead-letter copy: when its source job was created."""
+    source_output: Any
+    """A dead-letter copy: its source job's output when it failed."""
+    dead_letter: str | None
+    """The job's own dead-letter queue (None: its queue's, if any)."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Job:
@@ -102,6 +110,7 @@ class Job:
         """
         get = row.__getitem__
         source_id = get("source_id")
+        root_id = get("source_root_id")
         return cls(
             as_uuid(get("id")),
             get("name"),
@@ -130,6 +139,10 @@ class Job:
             get("source_queue"),
             None if source_id is None else as_uuid(source_id),
             as_opt_int(get("source_retry_count")),
+            None if root_id is None else as_uuid(root_id),
+            as_time(get("source_created_on")),
+            as_json(get("source_output")),
+            get("dead_letter"),
         )
 
     def sort_key(self) -> tuple[int, dt.datetime, uuid.UUID]:

@@ -113,8 +113,16 @@ class CitusDistributedEngine(CitusEngine):
         if self.emulated:
             return []
         # The worker runtime's tables (schema v2) are small and read everywhere: reference
-        # tables, made after queue, which their foreign keys point at.
-        reference = ("queue", "supervisor", "schedule", "subscription")
+        # tables, made after queue, which their foreign keys point at. So are the flows'
+        # tables (schema v4): one flow's jobs span queues, hence shards.
+        reference = (
+            "queue",
+            "supervisor",
+            "schedule",
+            "subscription",
+            "job_dependency",
+            "job_blocked",
+        )
         return [
             *(
                 Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.{table}",))

@@ -15,8 +15,10 @@ from typing import Any, ClassVar
 
 from ..core.contracts import TestHooks
 from ..core.description import EngineDescription, ServerInfo
+from ..core.flows import FlowStep
 from ..core.options import NewJob, QueueOptions
 from ..core.plans import Plan
+from ..core.queries import JobQuery, JobSelector
 from ..core.records import Handoff, Job, Queue, QueueStats
 from ..core.states import JobState
 from ..core.targets import Targets
@@ -103,9 +105,11 @@ class DelegatingEngine:
         """See :meth:`alkstore.core.contracts.Engine.fetch`."""
         return self.inner.fetch(queue, batch_size)
 
-    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
+    def complete(
+        self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
+    ) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.complete`."""
-        return self.inner.complete(queue, targets, output_json)
+        return self.inner.complete(queue, targets, output_json, include_queued)
 
     def complete_and_fetch(
         self, queue: str, targets: Targets, output_json: str | None, batch_size: int
@@ -150,6 +154,28 @@ class DelegatingEngine:
     ) -> Plan[list[Job]]:
         """See :meth:`alkstore.core.contracts.Engine.list_jobs`."""
         return self.inner.list_jobs(queue, states, limit, after)
+
+    def find_jobs(self, queue: str, query: JobQuery) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.find_jobs`."""
+        return self.inner.find_jobs(queue, query)
+
+    def update_jobs(
+        self, queue: str, selector: JobSelector, data_json: str | None
+    ) -> Plan[list[uuid.UUID]]:
+        """See :meth:`alkstore.core.contracts.Engine.update_jobs`."""
+        return self.inner.update_jobs(queue, selector, data_json)
+
+    def flow(self, steps: list[FlowStep]) -> Plan[dict[str, uuid.UUID]]:
+        """See :meth:`alkstore.core.contracts.Engine.flow`."""
+        return self.inner.flow(steps)
+
+    def get_dependencies(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.get_dependencies`."""
+        return self.inner.get_dependencies(queue, job_id)
+
+    def get_dependents(self, queue: str, job_id: uuid.UUID) -> Plan[list[Job]]:
+        """See :meth:`alkstore.core.contracts.Engine.get_dependents`."""
+        return self.inner.get_dependents(queue, job_id)
 
     def expire(self) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.expire`."""

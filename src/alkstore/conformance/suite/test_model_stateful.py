@@ -51,7 +51,7 @@ from hypothesis.stateful import (
 )
 
 from alkstore import Job, JobOptions, JobState, QueueOptions
-from alkstore.core.model import AmbiguousTiming, Fence, Model, ModelJob, ModelSchedules
+from alkstore.core.model import BLOCKED, AmbiguousTiming, Fence, Model, ModelJob, ModelSchedules
 
 T = TypeVar("T")
 
@@ -483,6 +483,76 @@ class ModelMachine(RuleBasedStateMachine):
         expected = self._model(self.model.touch, queue, self._for_model(ids))
         assert self.store.touch(queue, self._for_engine(ids)) == expected
 
+    # -- flows and job queries (issue 12) ---------------------------------------------------
+
+    @rule(
+        target=jobs,
+        shape=st.sampled_from(["chain", "fan-in", "fan-out"]),
+        queues=st.lists(st.sampled_from(WORK_QUEUES), min_size=3, max_size=3),
+        delay=st.sampled_from([None, 14]),
+    )
+    def flow(self, shape: str, queues: list[str], delay: int | None) -> Any:
+        """A flow of three jobs: a -> b -> c, or c waiting for a and b, or b and c for a;
+        the last job may keep a start delay for after its release."""
+        depends = {
+            "chain": [[], ["a"], ["b"]],
+            "fan-in": [[], [], ["a", "b"]],
+            "fan-out": [[], ["a"], ["a"]],
+        }[shape]
+        steps: list[dict[str, Any]] = []
+        for ref, queue, parents in zip("abc", queues, depends, strict=True):
+            job_id = self._new_id()
+            step: dict[str, Any] = {
+                "ref": ref,
+                "queue": queue,
+                "data": len(self.label) - 1,
+                "id": job_id,
+            }
+            if parents:
+                step["depends_on"] = parents
+            steps.append(step)
+        if delay is not None:
+            steps[-1]["start_after"] = delay
+        expected = self._model(self.model.flow, steps)
+        assert self.store.flow(steps) == expected
+        for step in steps:
+            self.queue_of[step["id"]] = step["queue"]
+        got = [step["id"] for step in steps]
+        self.handles += got
+        return multiple(*got)
+
+    @precondition(_some(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))
+    @rule(ids=ids_for(JobState.CREATED, JobState.RETRY), output=OUTPUTS)
+    def complete_queued(self, ids: list[Target], output: Any) -> None:
+        """complete(include_queued=True): queued jobs too (releasing their dependents)."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.complete, queue, self._for_model(ids), output, True)
+        got = self.store.complete(queue, self._for_engine(ids), output, include_queued=True)
+        assert got == expected
+
+    @rule(queue=st.sampled_from(WORK_QUEUES), queued=st.booleans())
+    def find_jobs(self, queue: str, queued: bool) -> None:
+        """find_jobs lists the same jobs, oldest first."""
+        expected = [self._name(j.id) for j in self.model.find_jobs(queue, queued=queued)]
+        got = [self._name(j.id) for j in self.store.find_jobs(queue, queued=queued)]
+        assert got == expected
+
+    @rule(job=jobs)
+    def update(self, job: uuid.UUID) -> None:
+        """update the data of a job by id: only while it is queued."""
+        queue = self.queue_of[job]
+        data = {"updated": len(self.label)}
+        assert self.store.update(queue, data, id=job) == self.model.update(queue, data, id=job)
+
+    @rule(job=jobs)
+    def dependencies(self, job: uuid.UUID) -> None:
+        """get_dependencies / get_dependents name the same jobs."""
+        queue = self.queue_of[job]
+        for name in ("get_dependencies", "get_dependents"):
+            expected = {self._name(j.id) for j in getattr(self.model, name)(queue, job)}
+            got = {self._name(j.id) for j in getattr(self.store, name)(queue, job)}
+            assert got == expected, name
+
     # -- time and maintenance --------------------------------------------------------------
 
     @rule()
@@ -558,6 +628,10 @@ class ModelMachine(RuleBasedStateMachine):
                 out.append(f"{name}: {field} engine={row[field]!r} model={value!r}")
                 continue
             if value is None:
+                continue
+            if value == BLOCKED or row[field] < -1e9:
+                if not (value == BLOCKED and row[field] < -1e9):
+                    out.append(f"{name}: {field} waiting in a flow on one side only")
                 continue
             latest = {"start_after": job.start_after_latest, "keep_until": job.keep_until_latest}
             youngest = (now - latest.get(field, value)).total_seconds()

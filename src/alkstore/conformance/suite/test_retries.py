@@ -46,15 +46,18 @@ def test_failing_an_unstarted_job_does_not_use_a_retry(alkstore_store):
     assert alkstore_store.get_job("q", job_id).state is JobState.FAILED
 
 
-def test_fail_stores_exception_as_name_and_message(alkstore_store):
+def test_fail_stores_exception_as_name_message_and_stack(alkstore_store):
     alkstore_store.create_queue("q", retry_limit=0)
     job_id = alkstore_store.send("q", 1)
     (job,) = alkstore_store.fetch("q")
-    assert alkstore_store.fail("q", job, ValueError("bad input 42")) == 1
-    assert alkstore_store.get_job("q", job_id).output == {
-        "name": "ValueError",
-        "message": "bad input 42",
-    }
+    try:
+        raise ValueError("bad input 42")
+    except ValueError as exc:
+        assert alkstore_store.fail("q", job, exc) == 1
+    output = alkstore_store.get_job("q", job_id).output
+    assert (output["name"], output["message"]) == ("ValueError", "bad input 42")
+    assert "Traceback" in output["stack"] and "ValueError: bad input 42" in output["stack"]
+    assert "test_fail_stores_exception_as_name_message_and_stack" in output["stack"]
 
 
 def test_fail_only_counts_unfinished_jobs(alkstore_store):

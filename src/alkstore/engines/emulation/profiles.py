@@ -320,7 +320,14 @@ YUGABYTEDB = Profile(
 def citus_distributed(
     table: str = "job",
     column: str = "name",
-    reference: tuple[str, ...] = ("queue", "supervisor", "schedule", "subscription"),
+    reference: tuple[str, ...] = (
+        "queue",
+        "supervisor",
+        "schedule",
+        "subscription",
+        "job_dependency",
+        "job_blocked",
+    ),
 ) -> Profile:
     """Citus with ``table`` distributed by ``column`` and ``reference`` tables replicated
     to every node (alkstore: ``job`` by queue ``name``, ``queue`` a reference table)."""

@@ -18,7 +18,7 @@ from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
 from .base import EngineBase
-from .settle import complete_update
+from .settle import complete_ctes
 from .sql import RETURNED_JOB_COLUMNS, accepted, seconds_after, target_params
 
 RECLAIM_ROUNDS = 3
@@ -77,7 +77,7 @@ class ClaimStrategy:
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
         pick, update = self.statements(s, "$2")
-        return f"""WITH done AS ({complete_update(s, 3, "$5")}),
+        return f"""WITH {complete_ctes(s, 3, "$5")},
             next AS ({pick}), claimed AS ({update})
             SELECT d.completed, n.picked, c.*
             FROM (SELECT count(*) AS completed FROM done) d

@@ -15,6 +15,8 @@ from typing import ClassVar
 from ...core.description import EngineDescription, ServerInfo
 from .claim import ClaimMixin
 from .failing import FailMixin
+from .flows import FlowsMixin
+from .jobs import JobsMixin
 from .listing import ListingMixin
 from .maintenance import MaintenanceMixin
 from .migrate import SchemaMixin
@@ -61,6 +63,8 @@ class PostgresEngine(
     FailMixin,
     MaintenanceMixin,
     ListingMixin,
+    JobsMixin,
+    FlowsMixin,
 ):
     """Stock PostgreSQL: every capability but serialization retries and a single connection.
 

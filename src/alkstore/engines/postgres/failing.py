@@ -41,7 +41,19 @@ WILL_RETRY = "j.retry_count < j.retry_limit"
 RETRY_AT = seconds_after("now()", RETRY_DELAY_SQL)
 """When a failed attempt may run again (its ``keep_until`` counts from there)."""
 
-COPIED_COLUMNS = ("name", "id", "state", "priority", "retry_count", "data", "output", "dead_letter")
+COPIED_COLUMNS = (
+    "name",
+    "id",
+    "state",
+    "priority",
+    "retry_count",
+    "data",
+    "output",
+    "dead_letter",
+    "singleton_key",
+    "created_on",
+    "root_id",
+)
 """Columns of a failed job that the split-statement path binds into its dead-letter copy."""
 
 
@@ -130,19 +142,28 @@ class FailMixin(EngineBase):
             FROM {self.s}.queue sq, {source}
             WHERE sq.name = j.name AND {where} AND NOT {WILL_RETRY}
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
-                j.data::text AS data, j.output::text AS output, sq.dead_letter"""
+                j.data::text AS data, j.output::text AS output,
+                coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
+                j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id"""
 
     def _dead_letter_insert(self, source: str) -> str:
-        """INSERT of dead-letter copies of the failed rows ``f`` of ``source``."""
+        """INSERT of dead-letter copies of the failed rows ``f`` of ``source``.
+
+        A copy keeps the source's ``singleton_key`` and records its lineage: the source's
+        queue, id, retry count, creation time and output, and the root of a chain of dead
+        letters (the first job's id, when the source was itself a copy).
+        """
         return f"""INSERT INTO {self.s}.job (id, name, data, output, priority, retry_limit,
                 retry_delay, retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
-                retention_seconds, deletion_seconds, policy, start_after, keep_until,
-                source_queue, source_id, source_retry_count)
+                retention_seconds, deletion_seconds, policy, singleton_key, start_after,
+                keep_until, source_queue, source_id, source_retry_count, source_root_id,
+                source_created_on, source_output)
             SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
                 q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
                 q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
-                q.policy, now(), now() + q.retention_seconds * interval '1 second',
-                f.name, f.id, f.retry_count
+                q.policy, f.singleton_key, now(),
+                now() + q.retention_seconds * interval '1 second',
+                f.name, f.id, f.retry_count, f.root_id, f.created_on, f.output::jsonb
             FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
             WHERE f.state = 'failed'"""
 
@@ -167,8 +188,9 @@ class FailMixin(EngineBase):
         if dead:
             copy = self._dead_letter_insert(
                 "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], "
-                "$7::text[], $8::text[]) AS f(name, id, state, priority, retry_count, data, "
-                "output, dead_letter)"
+                "$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[]) "
+                "AS f(name, id, state, priority, retry_count, data, output, dead_letter, "
+                "singleton_key, created_on, root_id)"
             )
             yield Statement(copy, columns(dead, COPIED_COLUMNS))
         return len(retried) + len(gone)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 from ...core.plans import Plan, Row, Statement, Steps, single
 from ...core.records import as_int
 from .identifiers import quote_ident
-from .sql import seconds_after
+from .sql import LATEST_TIME, seconds_after
 
 T = TypeVar("T")
 
@@ -63,7 +63,9 @@ class PostgresTestHooks:
     def job_rows(self) -> Plan[list[Row]]:
         """Every job, each timestamp as its age in seconds on the server's clock."""
         ages = ", ".join(
-            f"extract(epoch FROM now() - {c})::float8 AS {c}" for c in TIMESTAMP_COLUMNS
+            f"extract(epoch FROM now() - CASE WHEN {c} = 'infinity' THEN {LATEST_TIME} "
+            f"ELSE {c} END)::float8 AS {c}"
+            for c in TIMESTAMP_COLUMNS
         )
         sql = f"SELECT {JOB_FIELDS}, {ages} FROM {self.s}.job"
         return self._single("test-job-rows", sql, (), lambda rows: rows)
@@ -82,6 +84,8 @@ class PostgresTestHooks:
             for row in rows:
                 yield Statement(f"DROP TABLE {s}.{quote_ident(row['table_name'])}")
             yield Statement(f"DELETE FROM {s}.job")
+            yield Statement(f"DELETE FROM {s}.job_dependency")
+            yield Statement(f"DELETE FROM {s}.job_blocked")
             yield Statement(f"DELETE FROM {s}.queue")
 
         return self._plan("test-reset", steps)

@@ -154,7 +154,47 @@ def _v2(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2}
+def _v4(s: str, caps: Capabilities) -> list[str]:
+    """Dead-letter lineage and per-job dead-letter queue columns, and flows (job
+    dependencies).
+
+    The new job columns are nullable and nothing is backfilled (so engines without
+    ``add_column_backfill`` take it in one transaction). ``job_dependency`` holds one row per
+    edge of a flow (child ``name``/``id`` waits for ``parent_name``/``parent_id``) and
+    ``job_blocked`` one row per child still waiting: how many parents have not completed and
+    the start delay it keeps until then (the blocked job itself waits with ``start_after =
+    'infinity'``, which no claim, index scan or retention pass reaches). Both span queues, so
+    on sharded Citus they are reference tables (see ``CitusDistributedEngine.after_install``).
+    """
+    return [
+        f"""ALTER TABLE {s}.job ADD COLUMN source_root_id uuid,
+            ADD COLUMN source_created_on timestamptz, ADD COLUMN source_output jsonb,
+            ADD COLUMN dead_letter text""",
+        f"""CREATE TABLE {s}.job_dependency (
+            name text NOT NULL,
+            id uuid NOT NULL,
+            parent_name text NOT NULL,
+            parent_id uuid NOT NULL,
+            CONSTRAINT job_dependency_pkey PRIMARY KEY (name, id, parent_name, parent_id)
+        )""",
+        f"CREATE INDEX job_dependency_parent ON {s}.job_dependency (parent_name, parent_id)",
+        f"""CREATE TABLE {s}.job_blocked (
+            name text NOT NULL,
+            id uuid NOT NULL,
+            waiting int NOT NULL,
+            start_at timestamptz,
+            delay float8,
+            CONSTRAINT job_blocked_pkey PRIMARY KEY (name, id)
+        )""",
+    ]
+
+
+def _v3_placeholder(_s: str, _caps: Capabilities) -> list[str]:
+    """Version 3 belongs to the queue-policies work, merged separately; it replaces this."""
+    return []
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3_placeholder, 4: _v4}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)

@@ -28,6 +28,7 @@ SEND_OPTION_SQL: dict[str, tuple[str, str]] = {
     "singleton_key": ("text", "NULL"),
     "group_id": ("text", "NULL"),
     "group_tier": ("text", "NULL"),
+    "dead_letter": ("text", "NULL"),
 }
 """Job option -> (SQL type, value when the job leaves it unset): job > queue > default."""
 SEND_TYPES = {

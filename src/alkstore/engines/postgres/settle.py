@@ -9,45 +9,141 @@ import functools
 import uuid
 from typing import Any
 
-from ...core.plans import Plan, rowcount
-from ...core.records import Job
-from ...core.states import Operation
+from ...core.plans import Plan, Statement, Steps, rowcount
+from ...core.records import Job, as_int
+from ...core.states import ACTIVE, QUEUED, Operation
 from ...core.targets import Targets
 from .base import EngineBase
 from .runtime import notifying
+from .schema import in_list
 from .sql import (
-    JOB_COLUMNS,
     accepted,
+    columns,
     count_of,
     fence,
+    read_job_columns,
     seconds_after,
     target_params,
     targets_sql,
 )
 
 
-def complete_update(s: str, targets_at: int, output: str) -> str:
+def complete_update(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
     """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
-    ``$targets_at`` (``complete_and_fetch`` embeds it too)."""
+    ``$targets_at``; with ``include_queued``, queued jobs are completed as well as active
+    ones (by bare id: a ``Job`` still completes only its own, active attempt). Returns the
+    ``name`` and ``id`` of each completed job."""
+    where = f"j.state IN {accepted(Operation.COMPLETE)}"
+    if include_queued:
+        where = (
+            f"j.state IN {in_list(ACTIVE | QUEUED)} "
+            "AND (t.retry_count IS NULL OR j.state = 'active')"
+        )
     return f"""UPDATE {s}.job j SET state = 'completed', completed_on = now(),
             output = {output}::text::jsonb
         FROM {targets_sql(targets_at)}
-        WHERE j.name = $1 AND j.state IN {accepted(Operation.COMPLETE)} AND {fence()}
+        WHERE j.name = $1 AND {where} AND {fence()}
+        RETURNING j.name, j.id"""
+
+
+def complete_ctes(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
+    """The CTEs of a completion in one statement (for ``WITH {complete_ctes(...)}, ...``):
+    ``done``, the jobs completed (:func:`complete_update`), then the release of the flow jobs
+    whose last parent that was (:func:`release_ctes`). ``complete_and_fetch`` embeds it too."""
+    done = complete_update(s, targets_at, output, include_queued=include_queued)
+    return f"done AS ({done}), {release_ctes(s, 'done')}"
+
+
+def unblock_update(s: str, parents: str) -> str:
+    """UPDATE counting down the parents each flow job still waits for, by the completed jobs
+    ``parents`` (rows ``name``, ``id``); returns the counted-down rows.
+
+    The count lives on one row per waiting job, so two transactions completing two parents
+    of one job at once serialise on it and the later one sees the earlier one's count (a
+    check of the parents' states could miss both)."""
+    return f"""UPDATE {s}.job_blocked b SET waiting = b.waiting - e.n
+        FROM (SELECT d.name, d.id, count(*) AS n FROM {s}.job_dependency d
+              JOIN {parents} ON d.parent_name = p.name AND d.parent_id = p.id
+              GROUP BY d.name, d.id) e
+        WHERE b.name = e.name AND b.id = e.id
+        RETURNING b.name, b.id, b.waiting, b.start_at, b.delay"""
+
+
+def ready_select(unblocked: str) -> str:
+    """SELECT of the counted-down rows ``unblocked`` (alias ``u``) that wait for no parent
+    any more, with the time each may start: its own ``start_at``, or its delay after now."""
+    at = seconds_after("now()", "coalesce(u.delay, 0)")
+    return f"""SELECT u.name, u.id, coalesce(u.start_at, {at}) AS at
+        FROM {unblocked} WHERE u.waiting = 0"""
+
+
+def release_update(s: str, ready: str) -> str:
+    """UPDATE giving the ``ready`` jobs (alias ``r``) their start: fetchable from then."""
+    return f"""UPDATE {s}.job j SET start_after = r.at,
+            keep_until = {seconds_after("r.at", "j.retention_seconds")}
+        FROM {ready}
+        WHERE j.name = r.name AND j.id = r.id AND j.start_after = 'infinity'
         RETURNING j.id"""
+
+
+def release_ctes(s: str, done: str) -> str:
+    """CTEs releasing, in the statement that completed the jobs of CTE ``done`` (``name``,
+    ``id``), the flow jobs that waited for them last (``flow_released``)."""
+    return f"""flow_unblocked AS ({unblock_update(s, f"{done} p")}),
+        flow_ready AS ({ready_select("flow_unblocked u")}),
+        flow_released AS ({release_update(s, "flow_ready r")})"""
 
 
 class SettleMixin(EngineBase):
     """Plans that move targeted jobs between states."""
 
+    def _completing(self, include_queued: bool) -> str:
+        # One count row instead of a row per completed job: a batch's ids are not read back.
+        ctes = complete_ctes(self.s, 2, "$4", include_queued=include_queued)
+        return f"WITH {ctes} SELECT count(*) AS n FROM done"
+
     @functools.cached_property
     def _complete_sql(self) -> str:
-        # One count row instead of a row per completed job: a batch's ids are not read back.
-        return f"WITH done AS ({complete_update(self.s, 2, '$4')}) SELECT count(*) AS n FROM done"
+        return self._completing(include_queued=False)
 
-    def complete(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
-        """active -> completed, storing ``output``."""
+    @functools.cached_property
+    def _complete_queued_sql(self) -> str:
+        return self._completing(include_queued=True)
+
+    def complete(
+        self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
+    ) -> Plan[int]:
+        """active (and with ``include_queued``, queued) -> completed, storing ``output``."""
         params = (queue, *target_params(targets), output_json)
-        return self._single("complete", self._complete_sql, params, count_of)
+        if not self.capabilities.multi_mutation_cte:
+            return self._plan(
+                "complete",
+                lambda: self._complete_steps(params, include_queued),
+                transaction=True,
+            )
+        sql = self._complete_queued_sql if include_queued else self._complete_sql
+        return self._single("complete", sql, params, count_of)
+
+    def _complete_steps(self, params: tuple[Any, ...], include_queued: bool) -> Steps[int]:
+        """``complete`` as one statement per table, in one transaction: complete, count down
+        the flow jobs waiting for the completed ones, release those waiting for none."""
+        s = self.s
+        done = yield Statement(complete_update(s, 2, "$4", include_queued=include_queued), params)
+        if not done:
+            return 0
+        parents = "unnest($1::text[], $2::uuid[]) AS p(name, id)"
+        unblocked = yield Statement(unblock_update(s, parents), columns(done, ("name", "id")))
+        ready = [r for r in unblocked if as_int(r["waiting"]) == 0]
+        if ready:
+            source = (
+                "unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::float8[], $5::int[]) "
+                "AS u(name, id, start_at, delay, waiting)"
+            )
+            yield Statement(
+                f"WITH flow_ready AS ({ready_select(source)}) {release_update(s, 'flow_ready r')}",
+                (*columns(ready, ("name", "id", "start_at", "delay")), [0] * len(ready)),
+            )
+        return len(done)
 
     def touch(self, queue: str, targets: Targets) -> Plan[int]:
         """Heartbeat: ``heartbeat_on = now()`` for active jobs."""
@@ -64,13 +160,15 @@ class SettleMixin(EngineBase):
         )
 
     def resume(self, queue: str, targets: Targets) -> Plan[int]:
-        """cancelled -> created, runnable now (``keep_until`` moves with ``start_after``)."""
+        """cancelled -> created: runnable now, or at a ``start_after`` still ahead (cancel +
+        resume never skips a pending retry delay; ``keep_until`` moves with ``start_after``)."""
+        resumed_at = "GREATEST(j.start_after, now())"
         return self._set_state(
             Operation.RESUME,
             queue,
             targets,
-            "state = 'created', completed_on = NULL, start_after = now(), "
-            f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
+            f"state = 'created', completed_on = NULL, start_after = {resumed_at}, "
+            f"keep_until = {seconds_after(resumed_at, 'j.retention_seconds')}",
             notify=True,
         )
 
@@ -115,7 +213,8 @@ class SettleMixin(EngineBase):
         """One job, or None."""
         return self._single(
             "get_job",
-            f"SELECT {JOB_COLUMNS} FROM {self.s}.job WHERE name = $1 AND id = $2::uuid",
+            f"SELECT {read_job_columns('j')} FROM {self.s}.job j "
+            "WHERE j.name = $1 AND j.id = $2::uuid",
             (queue, job_id),
             lambda rows: Job.from_row(rows[0]) if rows else None,
         )

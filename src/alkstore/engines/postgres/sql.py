@@ -20,10 +20,29 @@ JOB_COLUMNS = (
     "retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds, retention_seconds, "
     "deletion_seconds, singleton_key, group_id, group_tier, start_after, created_on, "
     "started_on, completed_on, heartbeat_on, keep_until, output::text AS output, "
-    "source_queue, source_id, source_retry_count"
+    "source_queue, source_id, source_retry_count, source_root_id, source_created_on, "
+    "source_output::text AS source_output, dead_letter"
 )
 RETURNED_JOB_COLUMNS = ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))
 """:data:`JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
+LATEST_TIME = "'9999-12-31 23:59:59.999999+00'::timestamptz"
+"""The latest time Python's datetime holds. A job blocked in a flow waits with
+``start_after`` and ``keep_until`` at ``'infinity'``, which psycopg cannot read; reads show it
+as this instead (as asyncpg reads ``'infinity'``)."""
+
+
+def read_job_columns(alias: str) -> str:
+    """:data:`JOB_COLUMNS` of the job table aliased ``alias``, readable by every driver even
+    for a job blocked in a flow (see :data:`LATEST_TIME`)."""
+    out = []
+    for column in (c.strip() for c in JOB_COLUMNS.split(",")):
+        if column in ("start_after", "keep_until"):
+            out.append(f"LEAST({alias}.{column}, {LATEST_TIME}) AS {column}")
+        else:
+            out.append(f"{alias}.{column}")
+    return ", ".join(out)
+
+
 QUEUE_COLUMNS = (
     "name, policy, retry_limit, retry_delay, retry_backoff, retry_delay_max, expire_seconds, "
     "heartbeat_seconds, retention_seconds, deletion_seconds, dead_letter, partition, "
