@@ -9,6 +9,9 @@ import pytest
 
 from alkstore import InvalidOptions, JobConflict, JobState, QueueNotFound
 
+from .conftest import eventually
+from .workers import work
+
 LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
@@ -242,10 +245,8 @@ def test_a_worker_completing_a_parent_releases_the_child(alkstore_store):
             {"ref": "c", "queue": "q", "data": "c", "depends_on": ["b"]},
         ]
     )
-    from .conftest import eventually
-
     seen: list[str] = []
-    with alkstore_store.work("q", lambda job: seen.append(job.data), poll_interval=0.05):
+    with work(alkstore_store, "q", lambda job, ctx: seen.append(job.data), poll_interval=0.05):
         eventually(lambda: alkstore_store.get_job("q", ids["c"]).state is JobState.COMPLETED)
     assert seen == ["a", "b", "c"]
 
