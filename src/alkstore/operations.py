@@ -16,7 +16,7 @@ import attrs
 from .core.contracts import Engine
 from .core.errors import InvalidOptions, QueueOptionsDiffer
 from .core.ids import new_id
-from .core.options import JobOptions, NewJob, QueueOptions, dump_json
+from .core.options import FetchOptions, JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.targets import IdLike, targets
@@ -95,12 +95,14 @@ class Operations:
         return self.engine.queue_stats(check_queue_name(name))
 
     # jobs
-    def send(self, queue: str, data: Any, options: Mapping[str, Any]) -> Plan[uuid.UUID]:
+    def send(self, queue: str, data: Any, options: Mapping[str, Any]) -> Plan[uuid.UUID | None]:
         """See :meth:`alkstore.Store.send`."""
         job = _new_job(data, options)
         return self.engine.send(check_queue_name(queue), [job]).then(lambda ids: ids[0])
 
-    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> Plan[list[uuid.UUID]]:
+    def send_many(
+        self, queue: str, jobs: Iterable[Mapping[str, Any]]
+    ) -> Plan[list[uuid.UUID | None]]:
         """See :meth:`alkstore.Store.send_many`."""
         check_queue_name(queue)
         built = []
@@ -113,9 +115,25 @@ class Operations:
             built.append(_new_job(spec.get("data"), options))
         return self.engine.send(queue, built)
 
-    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+    def fetch(
+        self,
+        queue: str,
+        batch_size: int,
+        group_concurrency: Any = None,
+        ignore_start_after: bool = False,
+    ) -> Plan[list[Job]]:
         """See :meth:`alkstore.Store.fetch`."""
-        return self.engine.fetch(check_queue_name(queue), _positive("batch_size", batch_size))
+        name, batch = check_queue_name(queue), _positive("batch_size", batch_size)
+        if group_concurrency is None and ignore_start_after is False:
+            return self.engine.fetch(name, batch)
+        options = FetchOptions(
+            group_concurrency=group_concurrency, ignore_start_after=ignore_start_after
+        )
+        return self.engine.fetch(name, batch, options)
+
+    def set_paused(self, name: str, paused: bool) -> Plan[None]:
+        """See :meth:`alkstore.Store.pause_queue` and :meth:`alkstore.Store.resume_queue`."""
+        return self.engine.set_paused(check_queue_name(name), paused)
 
     def complete(self, queue: str, ids: IdLike | Iterable[IdLike], output: Any) -> Plan[int]:
         """See :meth:`alkstore.Store.complete`."""

@@ -132,22 +132,47 @@ class Store:
         return result
 
     # jobs
-    def send(self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]) -> uuid.UUID:
-        """Send one job; returns its id. Options: see :class:`~alkstore.core.options.JobOptions`."""
-        result: uuid.UUID = self._run(self._ops.send(queue, data, options))
+    def send(
+        self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]
+    ) -> uuid.UUID | None:
+        """Send one job; returns its id, or None when the queue's policy or the job's throttle
+        refused it (docs/queues.md). Options: see :class:`~alkstore.core.options.JobOptions`."""
+        result: uuid.UUID | None = self._run(self._ops.send(queue, data, options))
         self._wake(queue)
         return result
 
-    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
-        """Send many jobs in one statement; each is ``{"data": ..., **options}``."""
-        result: list[uuid.UUID] = self._run(self._ops.send_many(queue, jobs))
+    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID | None]:
+        """Send many jobs in one statement; each is ``{"data": ..., **options}``. Returns one
+        entry per job, in order: its id, or None where a policy or throttle refused it."""
+        result: list[uuid.UUID | None] = self._run(self._ops.send_many(queue, jobs))
         self._wake(queue)
         return result
 
-    def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
-        """Claim up to ``batch_size`` jobs, in order priority DESC, created_on, id."""
-        result: list[Job] = self._run(self._ops.fetch(queue, batch_size))
+    def fetch(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | None = None,
+        ignore_start_after: bool = False,
+    ) -> list[Job]:
+        """Claim up to ``batch_size`` jobs, in order priority DESC, created_on, id.
+
+        ``group_concurrency`` (N, or ``{"default": N, "tiers": {"gold": M}}``) caps the active
+        jobs of each ``group_id``; ``ignore_start_after`` also takes jobs not due yet
+        (docs/queues.md).
+        """
+        plan = self._ops.fetch(queue, batch_size, group_concurrency, ignore_start_after)
+        result: list[Job] = self._run(plan)
         return result
+
+    def pause_queue(self, name: str) -> None:
+        """Stop handing out jobs of ``name`` (sends are still accepted) until resumed."""
+        self._run(self._ops.set_paused(name, True))
+
+    def resume_queue(self, name: str) -> None:
+        """Hand out jobs of ``name`` again after :meth:`pause_queue`."""
+        self._run(self._ops.set_paused(name, False))
 
     def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
         """Complete active jobs; a :class:`Job` is fenced to the attempt it was fetched in."""
@@ -382,22 +407,40 @@ class AsyncStore:
 
     async def send(
         self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]
-    ) -> uuid.UUID:
+    ) -> uuid.UUID | None:
         """See :meth:`Store.send`."""
-        result: uuid.UUID = await self._run(self._ops.send(queue, data, options))
+        result: uuid.UUID | None = await self._run(self._ops.send(queue, data, options))
         self._wake(queue)
         return result
 
-    async def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
+    async def send_many(
+        self, queue: str, jobs: Iterable[Mapping[str, Any]]
+    ) -> list[uuid.UUID | None]:
         """See :meth:`Store.send_many`."""
-        result: list[uuid.UUID] = await self._run(self._ops.send_many(queue, jobs))
+        result: list[uuid.UUID | None] = await self._run(self._ops.send_many(queue, jobs))
         self._wake(queue)
         return result
 
-    async def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
+    async def fetch(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | None = None,
+        ignore_start_after: bool = False,
+    ) -> list[Job]:
         """See :meth:`Store.fetch`."""
-        result: list[Job] = await self._run(self._ops.fetch(queue, batch_size))
+        plan = self._ops.fetch(queue, batch_size, group_concurrency, ignore_start_after)
+        result: list[Job] = await self._run(plan)
         return result
+
+    async def pause_queue(self, name: str) -> None:
+        """See :meth:`Store.pause_queue`."""
+        await self._run(self._ops.set_paused(name, True))
+
+    async def resume_queue(self, name: str) -> None:
+        """See :meth:`Store.resume_queue`."""
+        await self._run(self._ops.set_paused(name, False))
 
     async def complete(self, queue: str, ids: Ids, output: Any = None) -> int:
         """See :meth:`Store.complete`."""

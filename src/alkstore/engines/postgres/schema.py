@@ -154,7 +154,37 @@ def _v2(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2}
+SINGLETON_KEY = "(coalesce(singleton_key, ''))"
+"""A job's policy key: a missing ``singleton_key`` is one shared key (the empty string, which
+``send`` never accepts as a key of its own)."""
+
+
+def _v3(s: str, caps: Capabilities) -> list[str]:
+    """Queue policies, throttling, pause and the queue-wide active limit (docs/queues.md).
+
+    The policies are partial unique indexes on the job table (the job carries its queue's
+    policy, copied at send). Every one starts with ``name``: the partition key of the job
+    table and the distribution column of sharded Citus. A send a policy refuses is an
+    ``ON CONFLICT DO NOTHING``, never an error.
+    """
+    k = SINGLETON_KEY
+    return [
+        f"ALTER TABLE {s}.queue ADD COLUMN concurrency_limit int",
+        f"ALTER TABLE {s}.queue ADD COLUMN paused bool NOT NULL DEFAULT false",
+        f"""CREATE UNIQUE INDEX job_policy_short ON {s}.job (name, {k})
+            WHERE state = 'created' AND policy = 'short'""",
+        f"""CREATE UNIQUE INDEX job_policy_active ON {s}.job (name, {k})
+            WHERE state = 'active' AND policy IN ('singleton', 'stately', 'key_strict_fifo')""",
+        f"""CREATE UNIQUE INDEX job_policy_stately ON {s}.job (name, state, {k})
+            WHERE state IN ('created', 'retry') AND policy = 'stately'""",
+        f"""CREATE UNIQUE INDEX job_policy_exclusive ON {s}.job (name, {k})
+            WHERE state IN ('created', 'retry', 'active') AND policy = 'exclusive'""",
+        f"""CREATE UNIQUE INDEX job_throttle ON {s}.job (name, singleton_on, {k})
+            WHERE singleton_on IS NOT NULL AND state <> 'cancelled'""",
+    ]
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)
