@@ -4,33 +4,26 @@ from __future__ import annotations
 
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
 from alkstore import InvalidOptions
 
+from .conftest import make_queue
+
 PARTITIONS = [pytest.param(False, id="shared"), pytest.param(True, id="partition")]
 
 
-def make_queue(store, name, partition, **options):
-    """Create ``name``; a partition of its own only where the engine has them."""
-    caps = store.engine.capabilities
-    if partition and not (caps.table_partitioning and caps.plpgsql):
-        pytest.skip(f"{store.engine.name} has no partitions: the shared table is covered")
-    store.create_queue(name, partition=partition, **options)
-
-
-def send_groups(store, queue, groups):
+def send_groups(store: Any, queue: str, groups: list[dict[str, Any]]) -> list[Any]:
     jobs = [{"data": i, **g} for i, g in enumerate(groups)]
-    return store.send_many(queue, jobs)
+    return list(store.send_many(queue, jobs))
 
 
 @pytest.mark.parametrize("partition", PARTITIONS)
 def test_group_concurrency_caps_each_group(alkstore_store, partition):
     make_queue(alkstore_store, "q", partition)
-    send_groups(
-        alkstore_store, "q", [{"group_id": "a"}] * 3 + [{"group_id": "b"}] * 3 + [{}] * 2
-    )
+    send_groups(alkstore_store, "q", [{"group_id": "a"}] * 3 + [{"group_id": "b"}] * 3 + [{}] * 2)
     first = alkstore_store.fetch("q", batch_size=20, group_concurrency=1)
     assert Counter(j.group_id for j in first) == {"a": 1, "b": 1, None: 2}
     assert alkstore_store.fetch("q", batch_size=20, group_concurrency=1) == []
@@ -47,13 +40,15 @@ def test_group_tiers_have_their_own_limits(alkstore_store, partition):
     send_groups(
         alkstore_store,
         "q",
-        [{"group_id": "g", "group_tier": "gold"}] * 3 + [{"group_id": "s", "group_tier": "std"}] * 3,
+        [{"group_id": "g", "group_tier": "gold"}] * 3
+        + [{"group_id": "s", "group_tier": "std"}] * 3,
     )
     limits = {"default": 1, "tiers": {"gold": 2}}
     jobs = alkstore_store.fetch("q", batch_size=20, group_concurrency=limits)
     assert Counter(j.group_id for j in jobs) == {"g": 2, "s": 1}
 
 
+@pytest.mark.requires("several_sessions")
 def test_group_limit_holds_across_concurrent_fetchers(alkstore_store):
     alkstore_store.create_queue("q")
     send_groups(alkstore_store, "q", [{"group_id": str(i % 3)} for i in range(30)])

@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from alkstore import InvalidOptions
 from alkstore.core.states import JobState
 
+from .conftest import make_queue
+
 PARTITIONS = [pytest.param(False, id="shared"), pytest.param(True, id="partition")]
 
 
-def make_queue(store, name, partition, **options):
-    """Create ``name``; a partition of its own only where the engine has them."""
-    caps = store.engine.capabilities
-    if partition and not (caps.table_partitioning and caps.plpgsql):
-        pytest.skip(f"{store.engine.name} has no partitions: the shared table is covered")
-    store.create_queue(name, partition=partition, **options)
-
-
-def state(store, queue, job_id):
-    return store.get_job(queue, job_id).state
+def state(store: Any, queue: str, job_id: Any) -> JobState:
+    return JobState(store.get_job(queue, job_id).state)
 
 
 @pytest.mark.parametrize("partition", PARTITIONS)
@@ -154,6 +150,7 @@ def test_a_policy_queue_still_refuses_a_duplicate_id(alkstore_store, partition):
         alkstore_store.send("q", 2, id=taken)
 
 
+@pytest.mark.requires("several_sessions")
 def test_concurrent_singleton_fetchers_never_share_a_key(alkstore_store):
     from concurrent.futures import ThreadPoolExecutor
 

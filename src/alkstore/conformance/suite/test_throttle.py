@@ -1,4 +1,4 @@
-"""Throttle and debounce, pause and resume, the queue-wide active limit (spec §6, docs/queues.md)."""
+"""Throttle and debounce, pause and resume, the queue-wide active limit (docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,9 @@ import pytest
 
 from alkstore import InvalidOptions, QueueNotFound
 
+from .conftest import make_queue
+
 PARTITIONS = [pytest.param(False, id="shared"), pytest.param(True, id="partition")]
-
-
-def make_queue(store, name, partition, **options):
-    """Create ``name``; a partition of its own only where the engine has them."""
-    caps = store.engine.capabilities
-    if partition and not (caps.table_partitioning and caps.plpgsql):
-        pytest.skip(f"{store.engine.name} has no partitions: the shared table is covered")
-    store.create_queue(name, partition=partition, **options)
 
 
 @pytest.mark.parametrize("partition", PARTITIONS)
@@ -84,6 +78,7 @@ def test_paused_queue_accepts_sends_and_hands_out_nothing(alkstore_store, partit
     assert [j.id for j in alkstore_store.fetch("q", batch_size=5)] == [job_id]
 
 
+@pytest.mark.requires("several_sessions")
 def test_pause_seen_by_another_store_that_fetched_before(alkstore_store):
     alkstore_store.create_queue("q")
     other = alkstore_store.sibling()
@@ -113,10 +108,13 @@ def test_concurrency_limit_caps_active_jobs(alkstore_store, partition):
     assert alkstore_store.fetch("q", batch_size=10) == []
     alkstore_store.complete("q", first[0])
     assert len(alkstore_store.fetch("q", batch_size=10)) == 1
-    assert alkstore_store.update_queue("q", concurrency_limit=None).options.concurrency_limit is None
+    assert (
+        alkstore_store.update_queue("q", concurrency_limit=None).options.concurrency_limit is None
+    )
     assert len(alkstore_store.fetch("q", batch_size=10)) == 2
 
 
+@pytest.mark.requires("several_sessions")
 def test_concurrency_limit_holds_across_concurrent_fetchers(alkstore_store):
     alkstore_store.create_queue("q", concurrency_limit=3)
     alkstore_store.send_many("q", [{"data": i} for i in range(30)])
@@ -133,6 +131,7 @@ def test_concurrency_limit_holds_across_concurrent_fetchers(alkstore_store):
     assert alkstore_store.queue_stats("q").counts["active"] == 3
 
 
+@pytest.mark.requires("several_sessions")
 def test_a_limit_set_by_another_store_is_honoured(alkstore_store):
     alkstore_store.create_queue("q")
     other = alkstore_store.sibling()
