@@ -108,35 +108,14 @@ def keyed_claim_sql(s: str, policy: Policy, *, ignore_start_after: bool, grouped
     # ignore_start_after still never takes a job parked at 'infinity' (a flow's child that
     # waits for its parents).
     due = "j.start_after < 'infinity'" if ignore_start_after else "j.start_after <= now()"
-    fifo = policy is Policy.KEY_STRICT_FIFO
-    keyed = policy in KEYED_CLAIM_POLICIES
-    key = "coalesce(j.singleton_key, '')"
-    ctes = [
-        # key_strict_fifo looks at every queued job of a key: a key's oldest job that is not
-        # due yet (waiting for its retry) blocks the younger ones.
-        f"""queued AS (SELECT j.name, j.id, j.priority, j.created_on, j.start_after,
-                j.group_id, j.group_tier, {key} AS k
-            FROM {s}.job j WHERE j.name = $1 AND j.state IN {queued}
-            {"" if fifo else "AND " + due})"""
-    ]
-    if keyed:
-        # singleton and stately: one active job per key; key_strict_fifo also stops a key at
-        # a failed job (until it is retried or deleted). Other keys are not held up.
-        blocking = "('active', 'failed')" if fifo else "('active')"
-        order = "created_on, id" if fifo else "priority DESC, created_on, id"
-        ctes.append(
-            f"""busy AS (SELECT DISTINCT {key} AS k FROM {s}.job j
-                WHERE j.name = $1 AND j.state IN {blocking})"""
-        )
-        ctes.append(
-            f"""heads AS (SELECT q.*, row_number() OVER (PARTITION BY q.k ORDER BY {order})
-                    AS key_rank
-                FROM queued q WHERE NOT EXISTS (SELECT 1 FROM busy b WHERE b.k = q.k))"""
-        )
-        head_due = " AND " + due.replace("j.", "h.") if fifo else ""
-        ctes.append(f"cand AS (SELECT h.* FROM heads h WHERE h.key_rank = 1{head_due})")
+    columns = "j.name, j.id, j.priority, j.created_on, j.start_after, j.group_id, j.group_tier"
+    if policy in KEYED_CLAIM_POLICIES:
+        ctes = keyed_heads(s, policy, due)
     else:
-        ctes.append("cand AS (SELECT * FROM queued)")
+        ctes = [
+            f"""cand AS (SELECT {columns} FROM {s}.job j
+                WHERE j.name = $1 AND j.state IN {queued} AND {due})"""
+        ]
     if grouped:
         ctes.append(
             f"""group_active AS (SELECT j.group_id, count(*) AS n FROM {s}.job j
@@ -160,7 +139,8 @@ def keyed_claim_sql(s: str, policy: Policy, *, ignore_start_after: bool, grouped
         last = "cand"
     ctes.append(
         f"""ordered AS (SELECT o.name, o.id, row_number() OVER (
-                ORDER BY o.priority DESC, o.created_on, o.id) AS n FROM {last} o)"""
+                ORDER BY o.priority DESC, o.created_on, o.id) AS n FROM {last} o
+            ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
     )
     ctes.append(
         f"""picked AS (SELECT o.name, o.id FROM ordered o
@@ -174,4 +154,41 @@ def keyed_claim_sql(s: str, policy: Policy, *, ignore_start_after: bool, grouped
                                ELSE j.retry_count + 1 END
         FROM picked WHERE j.name = picked.name AND j.id = picked.id AND j.state IN {queued}
         RETURNING {RETURNED_JOB_COLUMNS}"""
-    return "WITH " + ",\n".join(ctes) + "\n" + update
+    return "WITH RECURSIVE " + ",\n".join(ctes) + "\n" + update
+
+
+def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
+    """CTEs ending in ``cand``: the one job of each key a keyed policy may claim now.
+
+    The keys are walked with a loose index scan (a recursive CTE stepping from one key to the
+    next along ``job_policy_keys`` / ``job_policy_fifo``), then each key's head is one index
+    probe: the cost grows with the number of keys, not of jobs. ``singleton`` and ``stately``
+    take a key's first due job in fetch order unless the key has an active job;
+    ``key_strict_fifo`` takes a key's oldest queued job, only if it is due and the key has no
+    active or failed job (a blocked key holds up only itself).
+    """
+    queued = in_list(QUEUED)
+    fifo = policy is Policy.KEY_STRICT_FIFO
+    k = "coalesce(j.singleton_key, '')"
+    # A constant of the library (the Policy enum), never user input.
+    own = f"j.policy = '{policy.value}' AND j.state IN {queued}"
+    order = "j.created_on, j.id" if fifo else "j.priority DESC, j.created_on, j.id"
+    blocking = "('active', 'failed')" if fifo else "('active')"
+    head_due = "" if fifo else f" AND {due}"
+    return [
+        f"""keys AS (
+            (SELECT {k} AS k FROM {s}.job j WHERE j.name = $1 AND {own} ORDER BY {k} LIMIT 1)
+            UNION ALL
+            SELECT (SELECT {k} FROM {s}.job j WHERE j.name = $1 AND {own} AND {k} > keys.k
+                    ORDER BY {k} LIMIT 1)
+            FROM keys WHERE keys.k IS NOT NULL)""",
+        f"""cand AS (SELECT h.* FROM keys CROSS JOIN LATERAL (
+                SELECT j.name, j.id, j.priority, j.created_on, j.start_after, j.group_id,
+                    j.group_tier
+                FROM {s}.job j WHERE j.name = $1 AND {own} AND {k} = keys.k{head_due}
+                ORDER BY {order} LIMIT 1) h
+            WHERE keys.k IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM {s}.job j WHERE j.name = $1
+                  AND j.policy = '{policy.value}' AND j.state IN {blocking} AND {k} = keys.k)
+              {"AND " + due.replace("j.", "h.") if fifo else ""})""",
+    ]

@@ -181,6 +181,13 @@ def _v3(s: str, caps: Capabilities) -> list[str]:
             WHERE state IN ('created', 'retry', 'active') AND policy = 'exclusive'""",
         f"""CREATE UNIQUE INDEX job_throttle ON {s}.job (name, singleton_on, {k})
             WHERE singleton_on IS NOT NULL AND state <> 'cancelled'""",
+        # The claim of the keyed policies walks the keys, then probes each key's head.
+        f"""CREATE INDEX job_policy_keys ON {s}.job (name, {k}, priority DESC, created_on, id)
+            WHERE state IN {in_list(QUEUED)} AND policy IN ('singleton', 'stately')""",
+        f"""CREATE INDEX job_policy_fifo ON {s}.job (name, {k}, created_on, id)
+            WHERE state IN {in_list(QUEUED)} AND policy = 'key_strict_fifo'""",
+        f"""CREATE INDEX job_policy_blocked ON {s}.job (name, {k})
+            WHERE state IN ('active', 'failed') AND policy = 'key_strict_fifo'""",
     ]
 
 
