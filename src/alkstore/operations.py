@@ -142,13 +142,24 @@ class Operations:
         )
 
     def complete_and_fetch(
-        self, queue: str, ids: IdLike | Iterable[IdLike], output: Any, batch_size: int
+        self,
+        queue: str,
+        ids: IdLike | Iterable[IdLike],
+        output: Any,
+        batch_size: int,
+        group_concurrency: Any = None,
     ) -> list[Plan[Any]]:
         """See :meth:`alkstore.Store.complete_and_fetch`: one plan, or where the engine cannot
         do both in one statement, the ``complete`` and ``fetch`` plans to run in turn."""
         name = check_queue_name(queue)
         batch = _positive("batch_size", batch_size)
         done, output_json = targets(ids), dump_json("output", output)
+        if group_concurrency is not None:
+            # Group limits need the keyed claim (docs/queues.md): complete, then fetch.
+            return [
+                self.engine.complete(name, done, output_json),
+                self.fetch(name, batch, group_concurrency),
+            ]
         both = self.engine.complete_and_fetch(name, done, output_json, batch)
         if both is not None:
             return [both]

@@ -179,15 +179,22 @@ class Store:
         return int(self._run(self._ops.complete(queue, ids, output)))
 
     def complete_and_fetch(
-        self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
+        self,
+        queue: str,
+        ids: Ids,
+        output: Any = None,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | None = None,
     ) -> Handoff:
         """Complete active jobs, then claim up to ``batch_size`` more: a worker's loop step.
 
         The same as :meth:`complete` followed by :meth:`fetch`, in one statement (one round
         trip and one commit) where the engine can change the job table twice in one
-        statement, else as those two calls. Returns ``(completed, jobs)``.
+        statement (and the queue needs no keyed claim, docs/queues.md), else as those two
+        calls. Returns ``(completed, jobs)``.
         """
-        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size)
+        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size, group_concurrency)
         return self._ops.handoff([self._run(plan) for plan in plans])
 
     def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
@@ -447,10 +454,16 @@ class AsyncStore:
         return int(await self._run(self._ops.complete(queue, ids, output)))
 
     async def complete_and_fetch(
-        self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
+        self,
+        queue: str,
+        ids: Ids,
+        output: Any = None,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | None = None,
     ) -> Handoff:
         """See :meth:`Store.complete_and_fetch`."""
-        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size)
+        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size, group_concurrency)
         return self._ops.handoff([await self._run(plan) for plan in plans])
 
     async def fail(self, queue: str, ids: Ids, error: Any = None) -> int:

@@ -85,3 +85,15 @@ def test_bad_group_concurrency_is_refused(alkstore_store, value, field):
     with pytest.raises(InvalidOptions) as err:
         alkstore_store.fetch("q", group_concurrency=value)
     assert err.value.field == field
+
+
+def test_complete_and_fetch_keeps_the_group_limit(alkstore_store):
+    alkstore_store.create_queue("q")
+    send_groups(alkstore_store, "q", [{"group_id": "a"}] * 3)
+    (first,) = alkstore_store.fetch("q", batch_size=5, group_concurrency=1)
+    handoff = alkstore_store.complete_and_fetch("q", first, batch_size=5, group_concurrency=1)
+    assert handoff.completed == 1
+    assert [j.group_id for j in handoff.jobs] == ["a"]
+    with pytest.raises(InvalidOptions):
+        alkstore_store.complete_and_fetch("q", handoff.jobs, batch_size=5, group_concurrency=0)
+    assert alkstore_store.queue_stats("q").counts["active"] == 1
