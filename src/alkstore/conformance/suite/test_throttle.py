@@ -132,11 +132,12 @@ def test_concurrency_limit_holds_across_concurrent_fetchers(alkstore_store):
 
 
 @pytest.mark.requires("several_sessions")
-def test_a_limit_set_by_another_store_is_honoured(alkstore_store):
-    alkstore_store.create_queue("q")
+@pytest.mark.parametrize("policy", ["standard", "singleton"])
+def test_a_limit_set_by_another_store_is_honoured(alkstore_store, policy):
+    alkstore_store.create_queue("q", policy=policy)
     other = alkstore_store.sibling()
     try:
-        alkstore_store.send_many("q", [{"data": i} for i in range(5)])
+        alkstore_store.send_many("q", [{"data": i, "singleton_key": str(i)} for i in range(5)])
         assert len(other.fetch("q")) == 1
         alkstore_store.update_queue("q", concurrency_limit=2)
         total = sum(len(other.fetch("q", batch_size=5)) for _ in range(3))
