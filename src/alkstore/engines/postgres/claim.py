@@ -23,9 +23,6 @@ from .policies import PLAIN_GATE, QueueHintsMixin, keyed_claim_sql
 from .settle import complete_update
 from .sql import RETURNED_JOB_COLUMNS, accepted, seconds_after, target_params
 
-UNIQUE_VIOLATION = frozenset({"23505"})
-"""SQLSTATE a lock-free keyed claim tolerates: it lost a race for a key (claims nothing)."""
-
 RECLAIM_ROUNDS = 3
 """How many more claims a ctid claim makes for rows it locked but could not re-find."""
 
@@ -176,8 +173,6 @@ class ClaimMixin(QueueHintsMixin):
         The plain claim serves a queue known to need nothing else; any other fetch is the
         keyed claim (:mod:`.policies`).
         """
-        if options.plain and queue in self.lockfree_queues:
-            return self._lockfree_fetch(queue, batch_size, self.lockfree_queues[queue])
         if not (options.plain and self.plain_queues.get(queue)):
             return self._keyed_fetch(queue, batch_size, options)
         sql = self._fetch_sql
@@ -189,38 +184,6 @@ class ClaimMixin(QueueHintsMixin):
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
         return self._plan("fetch", steps, on_contention=list)
-
-    def _lockfree_fetch(self, queue: str, batch_size: int, policy: Policy) -> Plan[list[Job]]:
-        """The keyed claim of a policy queue without limits, in one statement (no lock of the
-        queue row). Two claims may still race for two jobs of one key (say a new job of higher
-        priority arrived between their snapshots): the loser's statement hits the unique index
-        of one active job per key, and claims nothing this time (tolerated, never raised)."""
-        if policy not in self._lockfree_sqls:
-            self._lockfree_sqls[policy] = keyed_claim_sql(
-                self.s,
-                policy,
-                ignore_start_after=False,
-                grouped=False,
-                lockfree=True,
-                skip_locked=self.capabilities.skip_locked,
-            )
-        statement = Statement(
-            self._lockfree_sqls[policy], (queue, batch_size), tolerate=UNIQUE_VIOLATION
-        )
-
-        def steps() -> Steps[list[Job]]:
-            rows = yield statement
-            jobs = [Job.from_row(r) for r in rows]
-            if not jobs:
-                yield from self._read_rules(queue)
-            jobs.sort(key=Job.sort_key)
-            return jobs
-
-        return self._plan("fetch", steps, on_contention=list)
-
-    @functools.cached_property
-    def _lockfree_sqls(self) -> dict[Policy, str]:
-        return {}
 
     def _keyed_fetch(self, queue: str, batch_size: int, options: FetchOptions) -> Plan[list[Job]]:
         """The claim under the queue row's lock: policies, limits, groups (see .policies)."""

@@ -77,27 +77,15 @@ class QueueHintsMixin(EngineBase):
         """queue name -> whether its policy is ``standard`` (the plain send serves it)."""
         return {}
 
-    @functools.cached_property
-    def lockfree_queues(self) -> dict[str, Policy]:
-        """queue name -> its keyed policy, for queues without a ``concurrency_limit``: their
-        claim needs no lock of the queue row (the unique index of one active job per key is
-        the guard; a claim that loses a race on it claims nothing this time)."""
-        return {}
-
     def learn(self, name: str, rules: QueueRules) -> None:
         """Remember what the queue row said."""
         self.plain_queues[name] = rules.plain
         self.standard_queues[name] = rules.policy is Policy.STANDARD
-        if rules.policy in KEYED_CLAIM_POLICIES and rules.concurrency_limit is None:
-            self.lockfree_queues[name] = rules.policy
-        else:
-            self.lockfree_queues.pop(name, None)
 
     def forget(self, name: str) -> None:
         """Drop the guesses about a queue (deleted, or its limit changed)."""
         self.plain_queues.pop(name, None)
         self.standard_queues.pop(name, None)
-        self.lockfree_queues.pop(name, None)
 
     def _read_rules(self, queue: str, lock: str = "") -> Steps[QueueRules]:
         """Read (``lock``: and lock) the queue row; :class:`QueueNotFound` when missing."""
@@ -109,22 +97,12 @@ class QueueHintsMixin(EngineBase):
         return rules
 
 
-def keyed_claim_sql(
-    s: str,
-    policy: Policy,
-    *,
-    ignore_start_after: bool,
-    grouped: bool,
-    lockfree: bool = False,
-    skip_locked: bool = False,
-) -> str:
+def keyed_claim_sql(s: str, policy: Policy, *, ignore_start_after: bool, grouped: bool) -> str:
     """The claim statement of the keyed claim of a queue with ``policy``.
 
     Parameters: ``$1`` queue, ``$2`` batch size, ``$3`` the queue's concurrency limit (NULL:
     none), ``$4`` the default group limit (NULL: none), ``$5``/``$6`` tiers and their limits.
-    Run while the transaction holds the queue row's lock, except ``lockfree``: the claim of a
-    keyed policy without limits or groups, in one statement of its own (parameters ``$1``
-    and ``$2`` only; with ``skip_locked`` it locks the heads it takes, skipping locked ones).
+    Run only while the transaction holds the queue row's lock.
     """
     queued = in_list(QUEUED)
     # ignore_start_after still never takes a job parked at 'infinity' (a flow's child that
@@ -138,15 +116,6 @@ def keyed_claim_sql(
             f"""cand AS (SELECT {columns} FROM {s}.job j
                 WHERE j.name = $1 AND j.state IN {queued} AND {due})"""
         ]
-    if lockfree and skip_locked:
-        # Lock the heads, skipping those another claim holds (its key is being claimed);
-        # the lock rechecks the state, so a head claimed meanwhile is skipped too.
-        ctes.append(
-            f"""locked AS (SELECT j.name, j.id, j.priority, j.created_on FROM {s}.job j
-                WHERE j.name = $1 AND j.id IN (SELECT c.id FROM cand c)
-                    AND j.state IN {queued}
-                FOR UPDATE SKIP LOCKED)"""
-        )
     if grouped:
         ctes.append(
             f"""group_active AS (SELECT j.group_id, count(*) AS n FROM {s}.job j
@@ -167,25 +136,18 @@ def keyed_claim_sql(
         )
         last = "grouped"
     else:
-        last = "locked" if lockfree and skip_locked else "cand"
+        last = "cand"
     ctes.append(
         f"""ordered AS (SELECT o.name, o.id, row_number() OVER (
                 ORDER BY o.priority DESC, o.created_on, o.id) AS n FROM {last} o
             ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
     )
-    if lockfree:
-        # Without the queue row's lock: only while the queue is unpaused, unlimited and
-        # still of this policy (a stale guess of the store claims nothing).
-        gate = f"""EXISTS (SELECT 1 FROM {s}.queue pq WHERE pq.name = $1 AND NOT pq.paused
-            AND pq.concurrency_limit IS NULL AND pq.policy = '{policy.value}')"""
-        ctes.append(f"picked AS (SELECT o.name, o.id FROM ordered o WHERE {gate})")
-    else:
-        ctes.append(
-            f"""picked AS (SELECT o.name, o.id FROM ordered o
-                CROSS JOIN (SELECT count(*) AS n FROM {s}.job j
-                            WHERE j.name = $1 AND j.state = 'active') a
-                WHERE o.n <= $2 AND ($3::int IS NULL OR o.n + a.n <= $3::int))"""
-        )
+    ctes.append(
+        f"""picked AS (SELECT o.name, o.id FROM ordered o
+            CROSS JOIN (SELECT count(*) AS n FROM {s}.job j
+                        WHERE j.name = $1 AND j.state = 'active') a
+            WHERE o.n <= $2 AND ($3::int IS NULL OR o.n + a.n <= $3::int))"""
+    )
     update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
             heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
             retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
