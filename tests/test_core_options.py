@@ -41,8 +41,9 @@ SPEC_QUEUE_DEFAULTS: dict[str, Any] = {
     "policy": Policy.STANDARD,
     "dead_letter": None,
     "partition": False,
+    "concurrency_limit": None,
 }
-"""Spec §5, queue-level column: option -> default."""
+"""Spec §5, queue-level column: option -> default (``concurrency_limit``: issue 12)."""
 
 SHARED_OPTIONS = {
     "retry_limit",
@@ -67,7 +68,7 @@ JOB_ONLY_OPTIONS = {
     "group_tier",
     "dead_letter",  # issue 12: a job may name its own dead-letter queue
 }
-QUEUE_ONLY_OPTIONS = {"policy", "dead_letter", "partition"}
+QUEUE_ONLY_OPTIONS = {"policy", "dead_letter", "partition", "concurrency_limit"}
 
 INT_MINIMUMS = {
     "retry_limit": 0,
@@ -135,8 +136,8 @@ def test_empty_job_options_resolve_to_the_spec_defaults() -> None:
     assert type(resolved.priority) is int
 
 
-def test_only_standard_policy_is_available() -> None:
-    assert {Policy.STANDARD} == AVAILABLE_POLICIES
+def test_every_policy_is_available() -> None:
+    assert set(Policy) == AVAILABLE_POLICIES
     assert {p.value for p in Policy} == {
         "standard",
         "short",
@@ -278,12 +279,33 @@ def test_retry_delay_max_needs_backoff(delay_max: int) -> None:
     assert JobOptions(retry_delay_max=delay_max).retry_delay_max == delay_max
 
 
-@pytest.mark.parametrize("name", ["singleton_seconds", "singleton_next_slot"])
-@pytest.mark.parametrize("value", [0, 5, True, False])
-def test_throttling_options_are_refused_for_now(name: str, value: object) -> None:
+@pytest.mark.parametrize("value", [0, -1, True, "5", 2**31])
+def test_bad_singleton_seconds_are_refused(value: object) -> None:
     with pytest.raises(InvalidOptions) as info:
-        JobOptions(**kw(name, value))
-    assert_names(info.value, name, value)
+        JobOptions(singleton_seconds=value)
+    assert_names(info.value, "singleton_seconds", value)
+
+
+@pytest.mark.parametrize("value", [1, "yes"])
+def test_bad_singleton_next_slot_is_refused(value: object) -> None:
+    with pytest.raises(InvalidOptions) as info:
+        JobOptions(singleton_seconds=5, singleton_next_slot=value)
+    assert_names(info.value, "singleton_next_slot", value)
+
+
+def test_singleton_next_slot_needs_singleton_seconds() -> None:
+    with pytest.raises(InvalidOptions) as info:
+        JobOptions(singleton_next_slot=True)
+    assert_names(info.value, "singleton_next_slot", True)
+    opts = JobOptions(singleton_seconds=60, singleton_next_slot=True, singleton_key="k")
+    assert (opts.singleton_seconds, opts.singleton_next_slot) == (60, True)
+
+
+@pytest.mark.parametrize("value", [0, True, 1.5])
+def test_bad_concurrency_limit_is_refused(value: object) -> None:
+    with pytest.raises(InvalidOptions) as info:
+        QueueOptions(concurrency_limit=value)
+    assert_names(info.value, "concurrency_limit", value)
 
 
 def test_text_options_accept_up_to_200_chars() -> None:
@@ -388,12 +410,10 @@ def test_unknown_policy_names_are_refused(value: object) -> None:
     assert_names(info.value, "policy", value)
 
 
-@pytest.mark.parametrize("policy", [p for p in Policy if p is not Policy.STANDARD])
-def test_non_standard_policies_are_refused_for_now(policy: Policy) -> None:
+@pytest.mark.parametrize("policy", list(Policy))
+def test_every_policy_is_accepted_by_name(policy: Policy) -> None:
     for value in (policy, policy.value):
-        with pytest.raises(InvalidOptions) as info:
-            QueueOptions(policy=value)
-        assert_names(info.value, "policy", value)
+        assert QueueOptions(policy=value).policy is policy
 
 
 @pytest.mark.parametrize("value", [Policy.STANDARD, "standard"])

@@ -7,6 +7,7 @@ fetch them, complete or fail them.
 from .core.errors import (
     AlkstoreError,
     DriverUnavailable,
+    FlowRefused,
     InvalidOptions,
     JobConflict,
     ListenerClosed,
@@ -30,6 +31,7 @@ __all__ = [
     "AsyncStore",
     "ConnectKwargs",
     "DriverUnavailable",
+    "FlowRefused",
     "Handoff",
     "InvalidOptions",
     "Job",

@@ -19,7 +19,7 @@ from .core.contracts import Engine
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.flows import build_flow
 from .core.ids import new_id
-from .core.options import JobOptions, NewJob, QueueOptions, dump_json
+from .core.options import FetchOptions, JobOptions, NewJob, QueueOptions, dump_json
 from .core.plans import Plan, Steps
 from .core.queries import JobQuery, JobSelector, Match
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
@@ -49,7 +49,7 @@ def _new_job(data: Any, options: Mapping[str, Any]) -> NewJob:
     return NewJob.build(data, opts, new_id)
 
 
-def _nothing_sent(queue: str, found: Queue | None) -> list[uuid.UUID]:
+def _nothing_sent(queue: str, found: Queue | None) -> list[uuid.UUID | None]:
     """An empty ``send_many`` sends nothing, but still refuses a queue that does not exist."""
     if found is None:
         raise QueueNotFound(queue)
@@ -112,12 +112,12 @@ class Operations:
         return self.engine.queue_stats(check_queue_name(name))
 
     # jobs
-    def send(self, queue: str, data: Any, options: Mapping[str, Any]) -> Plan[uuid.UUID]:
+    def send(self, queue: str, data: Any, options: Mapping[str, Any]) -> Plan[uuid.UUID | None]:
         """See :meth:`alkstore.Store.send`."""
         job = _new_job(data, options)
         return self._sent(check_queue_name(queue), [job]).then(lambda ids: ids[0])
 
-    def _sent(self, queue: str, jobs: list[NewJob]) -> Plan[list[uuid.UUID]]:
+    def _sent(self, queue: str, jobs: list[NewJob]) -> Plan[list[uuid.UUID | None]]:
         """The engine's ``send``; when jobs name their own dead-letter queues, first checks
         (in the same transaction) that those exist and are not ``queue``."""
         plan = self.engine.send(queue, jobs)
@@ -128,7 +128,7 @@ class Operations:
             raise InvalidOptions("dead_letter", queue, "may not be the job's own queue")
         lookups = [(name, self.engine.get_queue(name)) for name in named]
 
-        def steps() -> Steps[list[uuid.UUID]]:
+        def steps() -> Steps[list[uuid.UUID | None]]:
             for name, lookup in lookups:
                 if (yield from lookup.steps()) is None:
                     raise QueueNotFound(name, field="dead_letter")
@@ -136,7 +136,9 @@ class Operations:
 
         return attrs.evolve(plan, steps=steps, transaction=True)
 
-    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> Plan[list[uuid.UUID]]:
+    def send_many(
+        self, queue: str, jobs: Iterable[Mapping[str, Any]]
+    ) -> Plan[list[uuid.UUID | None]]:
         """See :meth:`alkstore.Store.send_many`."""
         check_queue_name(queue)
         built = []
@@ -151,9 +153,25 @@ class Operations:
             return self.engine.get_queue(queue).then(functools.partial(_nothing_sent, queue))
         return self._sent(queue, built)
 
-    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+    def fetch(
+        self,
+        queue: str,
+        batch_size: int,
+        group_concurrency: Any = None,
+        ignore_start_after: bool = False,
+    ) -> Plan[list[Job]]:
         """See :meth:`alkstore.Store.fetch`."""
-        return self.engine.fetch(check_queue_name(queue), _positive("batch_size", batch_size))
+        name, batch = check_queue_name(queue), _positive("batch_size", batch_size)
+        if group_concurrency is None and ignore_start_after is False:
+            return self.engine.fetch(name, batch)
+        options = FetchOptions(
+            group_concurrency=group_concurrency, ignore_start_after=ignore_start_after
+        )
+        return self.engine.fetch(name, batch, options)
+
+    def set_paused(self, name: str, paused: bool) -> Plan[None]:
+        """See :meth:`alkstore.Store.pause_queue` and :meth:`alkstore.Store.resume_queue`."""
+        return self.engine.set_paused(check_queue_name(name), paused)
 
     def complete(
         self,
@@ -170,13 +188,24 @@ class Operations:
         )
 
     def complete_and_fetch(
-        self, queue: str, ids: IdLike | Iterable[IdLike], output: Any, batch_size: int
+        self,
+        queue: str,
+        ids: IdLike | Iterable[IdLike],
+        output: Any,
+        batch_size: int,
+        group_concurrency: Any = None,
     ) -> list[Plan[Any]]:
         """See :meth:`alkstore.Store.complete_and_fetch`: one plan, or where the engine cannot
         do both in one statement, the ``complete`` and ``fetch`` plans to run in turn."""
         name = check_queue_name(queue)
         batch = _positive("batch_size", batch_size)
         done, output_json = targets(ids), dump_json("output", output)
+        if group_concurrency is not None:
+            # Group limits need the keyed claim (docs/queues.md): complete, then fetch.
+            return [
+                self.engine.complete(name, done, output_json),
+                self.fetch(name, batch, group_concurrency),
+            ]
         both = self.engine.complete_and_fetch(name, done, output_json, batch)
         if both is not None:
             return [both]
@@ -272,7 +301,7 @@ class Operations:
         singleton_key: Any,
         match: Any,
         options: Mapping[str, Any],
-    ) -> Plan[uuid.UUID]:
+    ) -> Plan[uuid.UUID | None]:
         """See :meth:`alkstore.Store.upsert`: the update, and only if it changed nothing the
         send, in one transaction."""
         selector = JobSelector(id=id, singleton_key=singleton_key, match=match)
@@ -286,7 +315,7 @@ class Operations:
         update = self.engine.update_jobs(name, selector, job.data_json)
         send = self._sent(name, [job])
 
-        def steps() -> Steps[uuid.UUID]:
+        def steps() -> Steps[uuid.UUID | None]:
             updated = yield from update.steps()
             if updated:
                 return updated[0]

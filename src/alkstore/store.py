@@ -21,6 +21,7 @@ from .core.contracts import Engine
 from .core.description import ServerInfo
 from .core.errors import InvalidOptions, QueueExists
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
+from .core.options import GroupLimit
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
 from .core.states import JobState
@@ -134,22 +135,47 @@ class Store:
         return result
 
     # jobs
-    def send(self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]) -> uuid.UUID:
-        """Send one job; returns its id. Options: see :class:`~alkstore.core.options.JobOptions`."""
-        result: uuid.UUID = self._run(self._ops.send(queue, data, options))
+    def send(
+        self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]
+    ) -> uuid.UUID | None:
+        """Send one job; returns its id, or None when the queue's policy or the job's throttle
+        refused it (docs/queues.md). Options: see :class:`~alkstore.core.options.JobOptions`."""
+        result: uuid.UUID | None = self._run(self._ops.send(queue, data, options))
         self._wake(queue)
         return result
 
-    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
-        """Send many jobs in one statement; each is ``{"data": ..., **options}``."""
-        result: list[uuid.UUID] = self._run(self._ops.send_many(queue, jobs))
+    def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID | None]:
+        """Send many jobs in one statement; each is ``{"data": ..., **options}``. Returns one
+        entry per job, in order: its id, or None where a policy or throttle refused it."""
+        result: list[uuid.UUID | None] = self._run(self._ops.send_many(queue, jobs))
         self._wake(queue)
         return result
 
-    def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
-        """Claim up to ``batch_size`` jobs, in order priority DESC, created_on, id."""
-        result: list[Job] = self._run(self._ops.fetch(queue, batch_size))
+    def fetch(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
+        ignore_start_after: bool = False,
+    ) -> list[Job]:
+        """Claim up to ``batch_size`` jobs, in order priority DESC, created_on, id.
+
+        ``group_concurrency`` (N, or ``{"default": N, "tiers": {"gold": M}}``) caps the active
+        jobs of each ``group_id``; ``ignore_start_after`` also takes jobs not due yet
+        (docs/queues.md).
+        """
+        plan = self._ops.fetch(queue, batch_size, group_concurrency, ignore_start_after)
+        result: list[Job] = self._run(plan)
         return result
+
+    def pause_queue(self, name: str) -> None:
+        """Stop handing out jobs of ``name`` (sends are still accepted) until resumed."""
+        self._run(self._ops.set_paused(name, True))
+
+    def resume_queue(self, name: str) -> None:
+        """Hand out jobs of ``name`` again after :meth:`pause_queue`."""
+        self._run(self._ops.set_paused(name, False))
 
     def complete(
         self, queue: str, ids: Ids, output: Any = None, *, include_queued: bool = False
@@ -159,15 +185,22 @@ class Store:
         return int(self._run(self._ops.complete(queue, ids, output, include_queued)))
 
     def complete_and_fetch(
-        self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
+        self,
+        queue: str,
+        ids: Ids,
+        output: Any = None,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
     ) -> Handoff:
         """Complete active jobs, then claim up to ``batch_size`` more: a worker's loop step.
 
         The same as :meth:`complete` followed by :meth:`fetch`, in one statement (one round
         trip and one commit) where the engine can change the job table twice in one
-        statement, else as those two calls. Returns ``(completed, jobs)``.
+        statement (and the queue needs no keyed claim, docs/queues.md), else as those two
+        calls. Returns ``(completed, jobs)``.
         """
-        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size)
+        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size, group_concurrency)
         return self._ops.handoff([self._run(plan) for plan in plans])
 
     def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
@@ -258,15 +291,16 @@ class Store:
         singleton_key: str | None = None,
         match: str = "newest",
         **options: Any,
-    ) -> uuid.UUID:
+    ) -> uuid.UUID | None:
         """:meth:`update` of the queued job chosen by ``id``/``singleton_key``/``match``, or
         when none is queued, :meth:`send` of a new job with that ``id`` and
         ``singleton_key`` and the send ``options`` (which an update leaves alone), in one
-        transaction. Returns the id of the job updated or sent."""
+        transaction. Returns the id of the job updated or sent, or None when the queue's
+        policy or throttle refused the send (docs/queues.md)."""
         plan = self._ops.upsert(
             queue, data, id=id, singleton_key=singleton_key, match=match, options=options
         )
-        result: uuid.UUID = self._run(plan)
+        result: uuid.UUID | None = self._run(plan)
         self._wake(queue)
         return result
 
@@ -498,22 +532,40 @@ class AsyncStore:
 
     async def send(
         self, queue: str, data: Any = None, **options: Unpack[JobOptionsKwargs]
-    ) -> uuid.UUID:
+    ) -> uuid.UUID | None:
         """See :meth:`Store.send`."""
-        result: uuid.UUID = await self._run(self._ops.send(queue, data, options))
+        result: uuid.UUID | None = await self._run(self._ops.send(queue, data, options))
         self._wake(queue)
         return result
 
-    async def send_many(self, queue: str, jobs: Iterable[Mapping[str, Any]]) -> list[uuid.UUID]:
+    async def send_many(
+        self, queue: str, jobs: Iterable[Mapping[str, Any]]
+    ) -> list[uuid.UUID | None]:
         """See :meth:`Store.send_many`."""
-        result: list[uuid.UUID] = await self._run(self._ops.send_many(queue, jobs))
+        result: list[uuid.UUID | None] = await self._run(self._ops.send_many(queue, jobs))
         self._wake(queue)
         return result
 
-    async def fetch(self, queue: str, *, batch_size: int = 1) -> list[Job]:
+    async def fetch(
+        self,
+        queue: str,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
+        ignore_start_after: bool = False,
+    ) -> list[Job]:
         """See :meth:`Store.fetch`."""
-        result: list[Job] = await self._run(self._ops.fetch(queue, batch_size))
+        plan = self._ops.fetch(queue, batch_size, group_concurrency, ignore_start_after)
+        result: list[Job] = await self._run(plan)
         return result
+
+    async def pause_queue(self, name: str) -> None:
+        """See :meth:`Store.pause_queue`."""
+        await self._run(self._ops.set_paused(name, True))
+
+    async def resume_queue(self, name: str) -> None:
+        """See :meth:`Store.resume_queue`."""
+        await self._run(self._ops.set_paused(name, False))
 
     async def complete(
         self, queue: str, ids: Ids, output: Any = None, *, include_queued: bool = False
@@ -522,10 +574,16 @@ class AsyncStore:
         return int(await self._run(self._ops.complete(queue, ids, output, include_queued)))
 
     async def complete_and_fetch(
-        self, queue: str, ids: Ids, output: Any = None, *, batch_size: int = 1
+        self,
+        queue: str,
+        ids: Ids,
+        output: Any = None,
+        *,
+        batch_size: int = 1,
+        group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
     ) -> Handoff:
         """See :meth:`Store.complete_and_fetch`."""
-        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size)
+        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size, group_concurrency)
         return self._ops.handoff([await self._run(plan) for plan in plans])
 
     async def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
@@ -609,12 +667,12 @@ class AsyncStore:
         singleton_key: str | None = None,
         match: str = "newest",
         **options: Any,
-    ) -> uuid.UUID:
+    ) -> uuid.UUID | None:
         """See :meth:`Store.upsert`."""
         plan = self._ops.upsert(
             queue, data, id=id, singleton_key=singleton_key, match=match, options=options
         )
-        result: uuid.UUID = await self._run(plan)
+        result: uuid.UUID | None = await self._run(plan)
         self._wake(queue)
         return result
 

@@ -231,17 +231,28 @@ def drain(
     jobs: int,
     consumers: Sequence[int],
     batches: Sequence[int],
+    scenarios: Sequence[str] = ("standard",),
 ) -> dict[str, Any]:
-    """``bench drain``: jobs/s, fetch latency, empty fetches, duplicates, peak RSS per cell."""
+    """``bench drain``: jobs/s, fetch latency, empty fetches, duplicates, peak RSS per cell
+    (per queue policy scenario: ``standard``, ``singleton``, ``key_strict_fifo``)."""
     arguments = _arguments(
         engine=engine, drivers=drivers, jobs=jobs, consumers=consumers, batch=batches
     )
+    if tuple(scenarios) != ("standard",):
+        arguments["scenario"] = list(scenarios)
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows = [
             _drain_one(
-                server, progress, Backend(engine, d, options.emulate), jobs, c, b, options.timeout
+                server,
+                progress,
+                Backend(engine, d, options.emulate, scenario),
+                jobs,
+                c,
+                b,
+                options.timeout,
             ).to_json()
+            for scenario in scenarios
             for d in drivers
             for c, b in cells(consumers, batches)
         ]

@@ -45,6 +45,10 @@ QUEUE = "bench"
 """The queue every cell drains."""
 WARMUP_QUEUE = "bench_warmup"
 WARMUP_MAX_JOBS = 5000
+SCENARIOS = ("standard", "singleton", "key_strict_fifo")
+"""Drain scenarios: the queue policy; a policy queue's jobs spread over :data:`SCENARIO_KEYS`."""
+SCENARIO_KEYS = 100
+"""How many ``singleton_key`` values the jobs of a policy scenario use."""
 DEFAULT_TIMEOUT = 1800.0
 """Seconds one timed drain may take before it is stopped (and reported as timed out)."""
 
@@ -58,8 +62,12 @@ class Backend:
     emulate: bool = False
     """Run behind the engine's emulation guard on stock PostgreSQL: only when asked for
     (``--emulate``), never because of the engine's name: a DSN may reach the real server."""
+    scenario: str = "standard"
+    """The drained queue's policy (:data:`SCENARIOS`)."""
 
     def __attrs_post_init__(self) -> None:
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {self.scenario!r}: use one of {SCENARIOS}")
         if self.base_driver not in DRIVERS:
             raise ValueError(
                 f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}"
@@ -89,6 +97,8 @@ class Backend:
     def cell(self, consumers: int, batch: int) -> Cell:
         """The table cell of a drain on this backend."""
         engine = f"{self.engine} (emulated)" if self.emulate else self.engine
+        if self.scenario != "standard":
+            engine = f"{engine} [{self.scenario}, {SCENARIO_KEYS} keys]"
         return Cell(
             system="alkstore", engine=engine, driver=self.driver, consumers=consumers, batch=batch
         )
@@ -138,21 +148,32 @@ def numbered_batches(jobs: int) -> Iterator[range]:
         yield range(start, min(jobs, start + SEND_BATCH))
 
 
-def send_in_batches(send_many: Callable[[list[dict[str, Any]]], object], jobs: int) -> float:
+def keyed_specs(specs: list[dict[str, Any]], scenario: str) -> list[dict[str, Any]]:
+    """``specs`` spread over :data:`SCENARIO_KEYS` keys in a policy scenario."""
+    if scenario == "standard":
+        return specs
+    return [{**s, "singleton_key": str(s["data"]["n"] % SCENARIO_KEYS)} for s in specs]
+
+
+def send_in_batches(
+    send_many: Callable[[list[dict[str, Any]]], object], jobs: int, scenario: str = "standard"
+) -> float:
     """Send ``jobs`` jobs in batches of :data:`SEND_BATCH`; the seconds it took."""
     began = time.perf_counter()
     for numbers in numbered_batches(jobs):
-        send_many(job_specs(numbers.start, len(numbers)))
+        send_many(keyed_specs(job_specs(numbers.start, len(numbers)), scenario))
     return time.perf_counter() - began
 
 
 async def send_in_batches_async(
-    send_many: Callable[[list[dict[str, Any]]], Awaitable[object]], jobs: int
+    send_many: Callable[[list[dict[str, Any]]], Awaitable[object]],
+    jobs: int,
+    scenario: str = "standard",
 ) -> float:
     """:func:`send_in_batches` for an async store."""
     began = time.perf_counter()
     for numbers in numbered_batches(jobs):
-        await send_many(job_specs(numbers.start, len(numbers)))
+        await send_many(keyed_specs(job_specs(numbers.start, len(numbers)), scenario))
     return time.perf_counter() - began
 
 
@@ -293,7 +314,7 @@ def drain_alkstore(
 def _drain_sync(d: _Drain) -> DrainResult:
     with d.backend.open_sync(d.dsn, d.schema, pool_size=d.pool_size) as store:
         for queue in (QUEUE, WARMUP_QUEUE):
-            store.create_queue(queue)
+            store.create_queue(queue, policy=d.backend.scenario)
 
         def loops(queue: str, tally: Tally) -> LoopOutcome:
             if d.backend.worker:
@@ -302,8 +323,9 @@ def _drain_sync(d: _Drain) -> DrainResult:
                 store, queue, d.consumers, d.batch, tally, d.timeout, d.backend.handoff
             )
 
-        enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), d.jobs)
-        send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
+        scenario = d.backend.scenario
+        enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), d.jobs, scenario)
+        send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup, scenario)
         loops(WARMUP_QUEUE, Tally(d.warmup))
         prepare_drain(d.dsn)
         with d.timed() as tally:
@@ -316,7 +338,7 @@ async def _drain_async(d: _Drain) -> DrainResult:
     store = await d.backend.open_async(d.dsn, d.schema, pool_size=d.pool_size)
     async with store:
         for queue in (QUEUE, WARMUP_QUEUE):
-            await store.create_queue(queue)
+            await store.create_queue(queue, policy=d.backend.scenario)
 
         async def loops(queue: str, tally: Tally) -> LoopOutcome:
             if d.backend.worker:
@@ -325,8 +347,11 @@ async def _drain_async(d: _Drain) -> DrainResult:
                 store, queue, d.consumers, d.batch, tally, d.timeout, d.backend.handoff
             )
 
-        enqueue_seconds = await send_in_batches_async(lambda s: store.send_many(QUEUE, s), d.jobs)
-        await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup)
+        scenario = d.backend.scenario
+        enqueue_seconds = await send_in_batches_async(
+            lambda s: store.send_many(QUEUE, s), d.jobs, scenario
+        )
+        await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup, scenario)
         await loops(WARMUP_QUEUE, Tally(d.warmup))
         await asyncio.to_thread(prepare_drain, d.dsn)
         with d.timed() as tally:

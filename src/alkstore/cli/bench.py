@@ -143,7 +143,16 @@ def register(subparsers: Any) -> None:
     bench = subparsers.add_parser("bench", help="benchmarks (see docs/benchmarks.md)")
     sub = bench.add_subparsers(dest="bench_command", required=True)
 
-    _subcommand(sub, "drain", "N consumers fetch + complete pre-enqueued jobs", _drain, grid=True)
+    drain = _subcommand(
+        sub, "drain", "N consumers fetch + complete pre-enqueued jobs", _drain, grid=True
+    )
+    drain.add_argument(
+        "--scenario",
+        type=lambda text: text.split(","),
+        default=["standard"],
+        help="comma-separated queue policies: standard, singleton, key_strict_fifo "
+        "(100 keys each; default standard)",
+    )
 
     contention = _subcommand(
         sub,
@@ -270,7 +279,9 @@ def _grid(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _drain(args: argparse.Namespace) -> int:
-    return _status(commands.drain(_options(args), engine=args.engine, **_grid(args)))
+    return _status(
+        commands.drain(_options(args), engine=args.engine, scenarios=args.scenario, **_grid(args))
+    )
 
 
 def _contention(args: argparse.Namespace) -> int:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
 from .flows import FlowStep
-from .options import NewJob, QueueOptions
+from .options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
 from .plans import Plan, Row
 from .queries import JobQuery, JobSelector
 from .records import Handoff, Job, Queue, QueueStats
@@ -129,12 +129,18 @@ class Engine(Protocol):
         ...
 
     # jobs
-    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID]]:
-        """Insert jobs (ids assigned) atomically."""
+    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID | None]]:
+        """Insert jobs (ids assigned) atomically; None for each a policy or throttle refused."""
         ...
 
-    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+    def fetch(
+        self, queue: str, batch_size: int, options: FetchOptions = PLAIN_FETCH
+    ) -> Plan[list[Job]]:
         """Claim up to ``batch_size`` due jobs, in fetch order."""
+        ...
+
+    def set_paused(self, name: str, paused: bool) -> Plan[None]:
+        """Pause or resume fetching from a queue."""
         ...
 
     def complete(

@@ -44,6 +44,18 @@ class JobConflict(AlkstoreError):
     """A job with that id already exists in the queue."""
 
 
+class FlowRefused(AlkstoreError):
+    """A queue's policy or throttle refused a job of a flow, so none of the flow was written
+    (a flow is all or nothing). ``refs`` names the refused steps."""
+
+    def __init__(self, refs: list[str]) -> None:
+        super().__init__(
+            f"a queue policy or throttle refused flow step(s) {', '.join(map(repr, refs))}; "
+            "nothing of the flow was written"
+        )
+        self.refs = refs
+
+
 class InvalidOptions(AlkstoreError, ValueError):
     """An option or argument is invalid. Names the field and the value; nothing was written."""
 

@@ -30,6 +30,7 @@ class QueueOptionsKwargs(TypedDict, total=False):
     policy: Policy | str
     dead_letter: str | None
     partition: bool
+    concurrency_limit: int | None
 
 
 class JobOptionsKwargs(TypedDict, total=False):

@@ -62,7 +62,7 @@ from typing import Any
 import attrs
 
 from .errors import InvalidOptions, JobConflict, QueueExists, QueueInUse, QueueNotFound
-from .options import JobOptions, QueueOptions, dump_json
+from .options import GroupLimit, JobOptions, Policy, QueueOptions, dump_json
 from .records import Job, MaintenanceReport
 from .retry import retry_delay_bounds
 from .states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
@@ -265,6 +265,8 @@ class Model:
         self.waiting: dict[tuple[str, uuid.UUID], Waiting] = {}
         """Jobs sent in flows with parents, by ``(queue, id)`` (kept once released, as the
         dependency rows are)."""
+        self.paused: set[str] = set()
+        """Queues that hand out nothing (``pause_queue``)."""
 
     # -- clock -----------------------------------------------------------------------------
 
@@ -354,18 +356,19 @@ class Model:
         job_id: uuid.UUID | None,
         data: Any = None,
         options: JobOptions | None = None,
-    ) -> uuid.UUID:
+    ) -> uuid.UUID | None:
         """Create a job (``job_id``, else ``options.id``); options resolve job > queue >
-        default."""
+        default. None when the queue's policy refuses it."""
         options = JobOptions() if options is None else options
         (sent,) = self.send_many(queue, [(job_id, data, options)])
         return sent
 
     def send_many(
         self, queue: str, jobs: Sequence[tuple[uuid.UUID | None, Any, JobOptions]]
-    ) -> list[uuid.UUID]:
+    ) -> list[uuid.UUID | None]:
         """Create jobs in one statement (all or none): they share ``created_on``, so they
-        are fetched in id order among equals."""
+        are fetched in id order among equals. A job the queue's policy refuses is not
+        created: None in its place."""
         prepared: list[tuple[uuid.UUID, Any, JobOptions]] = []
         for job_id, data, options in jobs:
             given = job_id if job_id is not None else options.id
@@ -388,8 +391,15 @@ class Model:
                 raise QueueNotFound(own, field="dead_letter")
         if any((queue, i) in self.jobs for i in ids):
             raise JobConflict(f"a job with one of these ids already exists in {queue!r}")
+        if any(o.singleton_seconds is not None for _i, _d, o in prepared):
+            raise InvalidOptions("singleton_seconds", "...", "the model has no throttle slots")
         seq = self._next_seq()
+        sent: list[uuid.UUID | None] = []
         for job_id, data, options in prepared:
+            if self._policy_refuses(queue, options.singleton_key):
+                sent.append(None)
+                continue
+            sent.append(job_id)
             resolved = options.resolve(self.queues[queue])
             start = options.start_after
             if isinstance(start, dt.datetime):
@@ -431,11 +441,13 @@ class Model:
                 start_after_latest=start_after,
                 seq=seq,
             )
-        return ids
+        return sent
 
     # -- fetching and settling -------------------------------------------------------------
 
-    def fetch(self, queue: str, batch_size: int) -> list[uuid.UUID]:
+    def fetch(
+        self, queue: str, batch_size: int, group_concurrency: GroupLimit | None = None
+    ) -> list[uuid.UUID]:
         """Claim up to ``batch_size`` due queued jobs; returns their ids in fetch order.
 
         ``started_on = now``; ``retry_count`` grows by one when the job had started before;
@@ -449,12 +461,7 @@ class Model:
             (j for j in self.jobs.values() if j.queue == queue and j.state in QUEUED),
             key=ModelJob.fetch_key,
         )
-        picked: list[ModelJob] = []
-        for job in waiting:
-            if len(picked) == batch_size:
-                break
-            if self._due(job):
-                picked.append(job)
+        picked = self._claimable(queue, waiting, batch_size, group_concurrency)
         for job in picked:
             if job.started_on is not None:
                 job.retry_count += 1
@@ -737,7 +744,7 @@ class Model:
         """The shared failing path of ``fail``, expiry and heartbeat timeouts (one statement)."""
         seq = self._next_seq()
         for job in jobs:
-            if job.retry_count < job.retry_limit:
+            if job.retry_count < job.retry_limit and not self._stately_retry_taken(job):
                 low, high = retry_delay_bounds(
                     retry_delay=job.retry_delay,
                     retry_count=job.retry_count,
@@ -883,6 +890,104 @@ class Model:
             delay=job.deletion_seconds,
             after=after,
         )
+
+    # -- policies, limits, groups and pause (issue 12, docs/queues.md) ---------------------
+    # Throttle slots (singleton_seconds) are not modelled: their boundaries follow the
+    # engine's wall clock, which the model's clock does not share.
+
+    def pause_queue(self, name: str) -> None:
+        """Fetch hands out nothing until :meth:`resume_queue`; sends are accepted."""
+        if name not in self.queues:
+            raise QueueNotFound(name)
+        self.paused.add(name)
+
+    def resume_queue(self, name: str) -> None:
+        """Undo :meth:`pause_queue`."""
+        if name not in self.queues:
+            raise QueueNotFound(name)
+        self.paused.discard(name)
+
+    def _policy_refuses(self, queue: str, singleton_key: str | None) -> bool:
+        """Whether the queue's policy refuses a new created job of ``singleton_key``."""
+        policy = self.queues[queue].policy
+        blocking = {
+            Policy.SHORT: {JobState.CREATED},
+            Policy.STATELY: {JobState.CREATED},
+            Policy.EXCLUSIVE: {JobState.CREATED, JobState.RETRY, JobState.ACTIVE},
+        }.get(policy)
+        if not blocking:
+            return False
+        key = singleton_key or ""
+        return any(
+            j.queue == queue and j.state in blocking and _key(j) == key for j in self.jobs.values()
+        )
+
+    def _stately_retry_taken(self, job: ModelJob) -> bool:
+        """The stately retry bypass: another job of the key already waits for its retry."""
+        if self.queues[job.queue].policy is not Policy.STATELY:
+            return False
+        return any(
+            o.queue == job.queue
+            and o.id != job.id
+            and o.state is JobState.RETRY
+            and _key(o) == _key(job)
+            for o in self.jobs.values()
+        )
+
+    def _claimable(
+        self,
+        queue: str,
+        waiting: list[ModelJob],
+        batch_size: int,
+        groups: GroupLimit | None,
+    ) -> list[ModelJob]:
+        """The jobs a fetch claims from ``waiting`` (queued, in fetch order)."""
+        if queue in self.paused:
+            return []
+        options = self.queues[queue]
+        mine = [j for j in self.jobs.values() if j.queue == queue]
+        active = [j for j in mine if j.state is JobState.ACTIVE]
+        if options.concurrency_limit is not None:
+            batch_size = min(batch_size, options.concurrency_limit - len(active))
+        policy = options.policy
+        fifo = policy is Policy.KEY_STRICT_FIFO
+        busy: set[str] = set()
+        if fifo:
+            busy = {_key(j) for j in mine if j.state in (JobState.ACTIVE, JobState.FAILED)}
+            heads: dict[str, ModelJob] = {}
+            for job in sorted(waiting, key=lambda j: (j.created_on, j.seq, j.id)):
+                heads.setdefault(_key(job), job)
+            waiting = [j for j in waiting if heads[_key(j)] is j]
+        elif policy in (Policy.SINGLETON, Policy.STATELY):
+            busy = {_key(j) for j in active}
+        one_per_key = policy in (Policy.SINGLETON, Policy.STATELY, Policy.KEY_STRICT_FIFO)
+        taken: dict[str | None, int] = {}
+        for job in active:
+            taken[job.group_id] = taken.get(job.group_id, 0) + 1
+        picked: list[ModelJob] = []
+        for job in waiting:
+            if len(picked) >= batch_size:
+                break
+            if _key(job) in busy:
+                continue
+            limit = None
+            if groups is not None and job.group_id is not None:
+                tier = job.group_tier
+                limit = groups.tiers.get(tier, groups.default) if tier else groups.default
+            if limit is not None and taken.get(job.group_id, 0) >= limit:
+                continue
+            if not self._due(job):
+                continue
+            picked.append(job)
+            taken[job.group_id] = taken.get(job.group_id, 0) + 1
+            if one_per_key:
+                busy.add(_key(job))
+        return picked
+
+
+def _key(job: ModelJob) -> str:
+    """A job's policy key: a missing ``singleton_key`` is one shared key."""
+    return job.singleton_key or ""
 
 
 @attrs.define

@@ -19,6 +19,7 @@ import attrs
 
 from .errors import InvalidOptions
 from .validation import (
+    INT_MAX,
     boolean,
     int_at_least,
     optional_bool,
@@ -31,7 +32,7 @@ DAY = 86_400
 
 
 class Policy(enum.StrEnum):
-    """Queue policies (spec §6). Only ``standard`` is available in this release."""
+    """Queue policies (spec §6, docs/queues.md): limits per queue and ``singleton_key``."""
 
     STANDARD = "standard"
     SHORT = "short"
@@ -41,19 +42,19 @@ class Policy(enum.StrEnum):
     KEY_STRICT_FIFO = "key_strict_fifo"
 
 
-AVAILABLE_POLICIES = frozenset({Policy.STANDARD})
+AVAILABLE_POLICIES = frozenset(Policy)
+
+KEYED_CLAIM_POLICIES = frozenset({Policy.SINGLETON, Policy.STATELY, Policy.KEY_STRICT_FIFO})
+"""Policies whose claim must look at the other jobs of a key (at most one active each)."""
 
 
 def _policy(value: object) -> Policy:
     try:
-        policy = Policy(str(value))
+        return Policy(str(value))
     except ValueError:
         raise InvalidOptions(
             "policy", value, f"must be one of {', '.join(p.value for p in Policy)}"
         ) from None
-    if policy not in AVAILABLE_POLICIES:
-        raise InvalidOptions("policy", value, "only the 'standard' policy is available yet")
-    return policy
 
 
 def _check_delay_max(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -79,6 +80,10 @@ class QueueOptions:
     policy: Policy = attrs.field(default=Policy.STANDARD, converter=_policy)
     dead_letter: str | None = attrs.field(default=None, validator=queue_name)
     partition: bool = attrs.field(default=False, validator=boolean)
+    concurrency_limit: int | None = attrs.field(
+        default=None, validator=int_at_least(1, optional=True)
+    )
+    """At most this many active jobs in the queue at once, across every fetcher."""
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> QueueOptions:
@@ -121,9 +126,10 @@ def _start_after(value: object) -> dt.datetime | float | None:
     return float(seconds)
 
 
-def _unsupported_yet(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if value is not None:
-        raise InvalidOptions(attribute.name, value, "throttling is not available yet")
+def _next_slot(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    optional_bool(inst, attribute, value)
+    if value and inst.singleton_seconds is None:
+        raise InvalidOptions(attribute.name, value, "only applies with singleton_seconds")
 
 
 def _job_id(value: object) -> uuid.UUID | None:
@@ -159,8 +165,12 @@ class JobOptions:
         default=None, validator=int_at_least(0, optional=True)
     )
     singleton_key: str | None = attrs.field(default=None, validator=optional_text(200))
-    singleton_seconds: int | None = attrs.field(default=None, validator=_unsupported_yet)
-    singleton_next_slot: bool | None = attrs.field(default=None, validator=_unsupported_yet)
+    singleton_seconds: int | None = attrs.field(
+        default=None, validator=int_at_least(1, optional=True)
+    )
+    """Throttle: one job per ``singleton_key`` per slot of this many seconds."""
+    singleton_next_slot: bool | None = attrs.field(default=None, validator=_next_slot)
+    """Debounce: a job the throttle refuses goes to the next slot instead."""
     group_id: str | None = attrs.field(default=None, validator=optional_text(200))
     group_tier: str | None = attrs.field(default=None, validator=optional_text(200))
     dead_letter: str | None = attrs.field(default=None, validator=queue_name)
@@ -248,3 +258,75 @@ def _reject_unknown(cls: type, kwargs: Mapping[str, Any]) -> None:
     for name in kwargs:
         if name not in known:
             raise InvalidOptions(name, kwargs[name], f"unknown option for {cls.__name__}")
+
+
+# --- fetch options (issue 12: groups, ignore_start_after) ---
+
+
+def group_limit(value: object) -> GroupLimit | None:
+    """Normalise ``group_concurrency``: None, an int >= 1, or ``{"default": N, "tiers": {...}}``."""
+    if value is None or isinstance(value, GroupLimit):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        if not 1 <= value <= INT_MAX:
+            raise InvalidOptions("group_concurrency", value, "must be an integer >= 1")
+        return GroupLimit(default=value)
+    if isinstance(value, Mapping):
+        unknown = set(value) - {"default", "tiers"}
+        if unknown:
+            raise InvalidOptions(
+                "group_concurrency", value, f"unknown keys {sorted(unknown)}: use default, tiers"
+            )
+        tiers = value.get("tiers") or {}
+        if not isinstance(tiers, Mapping):
+            raise InvalidOptions("group_concurrency.tiers", tiers, "must be a mapping tier -> N")
+        default = value.get("default")
+        if default is not None and (
+            isinstance(default, bool) or not isinstance(default, int) or not 1 <= default <= INT_MAX
+        ):
+            raise InvalidOptions("group_concurrency.default", default, "must be an integer >= 1")
+        return GroupLimit(default=default, tiers=dict(tiers))
+    raise InvalidOptions(
+        "group_concurrency", value, 'must be an int >= 1 or {"default": N, "tiers": {...}}'
+    )
+
+
+def _tiers(_inst: Any, _attribute: attrs.Attribute[Any], value: dict[str, int]) -> None:
+    for tier, limit in value.items():
+        if not isinstance(tier, str) or not tier:
+            raise InvalidOptions("group_concurrency.tiers", tier, "tier names are non-empty str")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= INT_MAX:
+            raise InvalidOptions(f"group_concurrency.tiers[{tier!r}]", limit, "must be an int >= 1")
+
+
+@attrs.frozen(kw_only=True)
+class GroupLimit:
+    """At most ``default`` active jobs per ``group_id`` (``tiers[group_tier]`` for a tier
+    listed); jobs without a ``group_id`` are not limited. ``default=None`` limits only the
+    listed tiers."""
+
+    default: int | None = attrs.field(default=None, validator=int_at_least(1, optional=True))
+    tiers: dict[str, int] = attrs.field(factory=dict, validator=_tiers)
+
+    def __attrs_post_init__(self) -> None:
+        if self.default is None and not self.tiers:
+            raise InvalidOptions("group_concurrency", {}, "needs a default or at least one tier")
+
+
+@attrs.frozen(kw_only=True)
+class FetchOptions:
+    """Options of ``fetch``: group limits and whether to ignore ``start_after``."""
+
+    group_concurrency: GroupLimit | None = attrs.field(default=None, converter=group_limit)
+    ignore_start_after: bool = attrs.field(default=False, validator=boolean)
+    """Also fetch jobs whose ``start_after`` is in the future (never the flow children parked
+    at ``'infinity'``)."""
+
+    @property
+    def plain(self) -> bool:
+        """No option that changes the claim."""
+        return self.group_concurrency is None and not self.ignore_start_after
+
+
+PLAIN_FETCH = FetchOptions()
+"""The options of a fetch that sets none."""

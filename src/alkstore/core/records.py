@@ -162,6 +162,8 @@ class Queue:
     options: QueueOptions
     created_on: dt.datetime
     updated_on: dt.datetime
+    paused: bool = False
+    """Fetch hands out nothing while true (``pause_queue`` / ``resume_queue``)."""
 
     @property
     def policy(self) -> Policy:
@@ -188,12 +190,14 @@ class Queue:
             policy=Policy(row["policy"]),
             dead_letter=row["dead_letter"],
             partition=as_bool(row["partition"]),
+            concurrency_limit=as_opt_int(row.get("concurrency_limit")),
         )
         return cls(
             name=row["name"],
             options=options,
             created_on=as_time(row["created_on"]),  # type: ignore[arg-type]
             updated_on=as_time(row["updated_on"]),  # type: ignore[arg-type]
+            paused=as_bool(row.get("paused", False)),
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from ..core.contracts import TestHooks
 from ..core.description import EngineDescription, ServerInfo
 from ..core.flows import FlowStep
-from ..core.options import NewJob, QueueOptions
+from ..core.options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
 from ..core.plans import Plan
 from ..core.queries import JobQuery, JobSelector
 from ..core.records import Handoff, Job, Queue, QueueStats
@@ -97,13 +97,19 @@ class DelegatingEngine:
         """See :meth:`alkstore.core.contracts.Engine.queue_stats`."""
         return self.inner.queue_stats(name)
 
-    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID]]:
+    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID | None]]:
         """See :meth:`alkstore.core.contracts.Engine.send`."""
         return self.inner.send(queue, jobs)
 
-    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
+    def fetch(
+        self, queue: str, batch_size: int, options: FetchOptions = PLAIN_FETCH
+    ) -> Plan[list[Job]]:
         """See :meth:`alkstore.core.contracts.Engine.fetch`."""
-        return self.inner.fetch(queue, batch_size)
+        return self.inner.fetch(queue, batch_size, options)
+
+    def set_paused(self, name: str, paused: bool) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.Engine.set_paused`."""
+        return self.inner.set_paused(name, paused)
 
     def complete(
         self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False

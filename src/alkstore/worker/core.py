@@ -79,7 +79,7 @@ class WorkerCore(Generic[C]):
         without waiting for its WAL flush unless ``durable_claims``."""
         opts = self.options
         plan: Plan[list[Job]] = self._store._ops.fetch(
-            self.queue, opts.batch_size if opts.batch else free
+            self.queue, opts.batch_size if opts.batch else free, opts.group_concurrency
         )
         return plan if opts.durable_claims else unflushed(self._engine, plan)
 

@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from ..core.errors import InvalidOptions
+from ..core.options import GroupLimit, group_limit
 from ..core.validation import boolean, int_at_least
 from .events import WorkerEvent
 
@@ -51,6 +52,9 @@ class WorkOptions:
     """A database call of the worker slower than this reports a ``slow_query`` event."""
     on_event: Callable[[WorkerEvent], None] | None = attrs.field(default=None, validator=_callback)
     """Called with every :class:`WorkerEvent` (they also go to ``logging``)."""
+    group_concurrency: GroupLimit | None = attrs.field(default=None, converter=group_limit)
+    """At most this many active jobs per ``group_id`` (N, or ``{"default": N, "tiers": {"gold":
+    M}}``), held by the claim across every worker and process (docs/queues.md, "Groups")."""
     durable_claims: bool = attrs.field(default=False, validator=boolean)
     """An idle worker's fetch waits for its claim's WAL flush. Off (the default) it commits
     without waiting where the engine has ``asynchronous_commit``: the wake-up path pays one

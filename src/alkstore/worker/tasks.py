@@ -123,7 +123,11 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
                 assert outcome.whole is not None
                 with self._timed("complete_and_fetch"):
                     handoff = await self._store.complete_and_fetch(
-                        self.queue, ctx.jobs, outcome.whole[0], batch_size=self._handoff_size()
+                        self.queue,
+                        ctx.jobs,
+                        outcome.whole[0],
+                        batch_size=self._handoff_size(),
+                        group_concurrency=self.options.group_concurrency,
                     )
                 return handoff.jobs
             with self._timed("settle"):

@@ -120,7 +120,11 @@ class Worker(WorkerCore[JobContext]):
                 assert outcome.whole is not None
                 with self._timed("complete_and_fetch"):
                     return self._store.complete_and_fetch(
-                        self.queue, ctx.jobs, outcome.whole[0], batch_size=self._handoff_size()
+                        self.queue,
+                        ctx.jobs,
+                        outcome.whole[0],
+                        batch_size=self._handoff_size(),
+                        group_concurrency=self.options.group_concurrency,
                     ).jobs
             with self._timed("settle"):
                 for plan in outcome.plans:

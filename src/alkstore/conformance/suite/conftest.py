@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -19,3 +21,12 @@ def eventually(check: Callable[[], T], *, timeout: float = 10.0, interval: float
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
         time.sleep(interval)
+
+
+def make_queue(store: Any, name: str, partition: bool, **options: Any) -> None:
+    """Create ``name`` (a partition of its own only where the engine has them: elsewhere the
+    case is skipped, its shared-table twin covers the engine)."""
+    caps = store.engine.capabilities
+    if partition and not (caps.table_partitioning and caps.plpgsql):
+        pytest.skip(f"{store.engine.name} has no partitions: the shared table is covered")
+    store.create_queue(name, partition=partition, **options)

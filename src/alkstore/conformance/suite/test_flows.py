@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from alkstore import InvalidOptions, JobConflict, JobState, QueueNotFound
+from alkstore import FlowRefused, InvalidOptions, JobConflict, JobState, QueueNotFound
 
 from .conftest import eventually
 from .workers import work
@@ -283,3 +283,24 @@ def test_a_flow_may_reuse_the_ids_of_deleted_flow_jobs(alkstore_store):
     assert alkstore_store.fetch("q") == []
     alkstore_store.complete("q", ready[1])
     assert _fetch_ids(alkstore_store, "q") == [first["a"]]
+
+
+def test_a_flow_step_a_policy_refuses_writes_nothing_of_the_flow(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.create_queue("short", policy="short")
+    with pytest.raises(FlowRefused) as refused:
+        alkstore_store.flow(
+            [
+                {"ref": "a", "queue": "q", "data": 1},
+                {"ref": "b", "queue": "short", "data": 2, "singleton_key": "k"},
+                {
+                    "ref": "c",
+                    "queue": "short",
+                    "data": 3,
+                    "singleton_key": "k",
+                    "depends_on": ["a"],
+                },
+            ]
+        )
+    assert refused.value.refs == ["c"]
+    assert alkstore_store.find_jobs("q") == alkstore_store.find_jobs("short") == []

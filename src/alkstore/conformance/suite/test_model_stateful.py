@@ -71,10 +71,14 @@ QUEUES: dict[str, dict[str, Any]] = {
         "retention_seconds": 104,
         "deletion_seconds": 0,
     },
+    # Policies (docs/queues.md): one active job per key and at most two active in all; and
+    # per-key creation order, a failed job blocking its key.
+    "qs": {"policy": "singleton", "retry_limit": 1, "expire_seconds": 34, "concurrency_limit": 2},
+    "qf": {"policy": "key_strict_fifo", "retry_limit": 1, "retry_delay": 14},
 }
 """Queues of every run (created in this order). ``dlq`` only receives dead-letter copies."""
 
-WORK_QUEUES = ("q0", "q2")
+WORK_QUEUES = ("q0", "q2", "qs", "qf")
 EVENT = "model.event"
 """The event the work queues subscribe to."""
 SCHEDULE_KEYS = ("", "k")
@@ -97,6 +101,7 @@ JOB_OPTIONS: st.SearchStrategy[dict[str, Any]] = st.one_of(
             "expire_seconds": st.just(9),
             "heartbeat_seconds": st.just(24),
             "retry_backoff": st.just(True),
+            "singleton_key": st.sampled_from(["a", "b"]),
         },
     ),
 )
@@ -303,17 +308,18 @@ class ModelMachine(RuleBasedStateMachine):
         expected = self._model(
             self.model.send_many, queue, [(i, d, JobOptions(**o)) for i, d, o in batch]
         )
-        got: list[uuid.UUID]
+        got: list[uuid.UUID | None]
         if len(batch) == 1:
             ((job_id, data, options),) = batch
             got = [self.store.send(queue, data, id=job_id, **options)]
         else:
             got = self.store.send_many(queue, [{"data": d, "id": i, **o} for i, d, o in batch])
         assert got == expected
-        for job_id in got:
+        sent = [job_id for job_id in got if job_id is not None]
+        for job_id in sent:
             self.queue_of[job_id] = queue
-        self.handles += got
-        return got
+        self.handles += sent
+        return sent
 
     # -- pub/sub ---------------------------------------------------------------------------
 
@@ -368,6 +374,18 @@ class ModelMachine(RuleBasedStateMachine):
     def _check_schedules(self) -> None:
         listed = [(s.name, s.key, s.cron, s.data, s.missed.value) for s in self.store.schedules()]
         assert listed == self.schedules.listed()
+
+    # -- pause ------------------------------------------------------------------------------
+
+    @rule(queue=st.sampled_from(WORK_QUEUES), paused=st.booleans())
+    def pause(self, queue: str, paused: bool) -> None:
+        """``pause_queue`` / ``resume_queue``: fetch hands out nothing while paused."""
+        if paused:
+            self.model.pause_queue(queue)
+            self.store.pause_queue(queue)
+        else:
+            self.model.resume_queue(queue)
+            self.store.resume_queue(queue)
 
     # -- fetching and settling -------------------------------------------------------------
 

@@ -9,15 +9,17 @@
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import attrs
 
 from ...core.capabilities import Capabilities
+from ...core.options import PLAIN_FETCH, FetchOptions, Policy
 from ...core.plans import Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
-from .base import EngineBase
+from .policies import PLAIN_GATE, QueueHintsMixin, keyed_claim_sql
 from .settle import complete_ctes
 from .sql import RETURNED_JOB_COLUMNS, accepted, seconds_after, target_params
 
@@ -44,8 +46,11 @@ class ClaimStrategy:
         """The SELECT of at most ``limit`` queued jobs (to name ``next``) and the UPDATE of
         those rows that returns the claimed jobs."""
         queued = accepted(Operation.FETCH)
+        # The gate (one primary-key read of the queue row) keeps the plain claim off a queue
+        # that is paused or whose policy or limit needs the keyed claim (policies.py).
         pick = f"""SELECT {self.key} FROM {s}.job
                 WHERE name = $1 AND state IN {queued} AND start_after <= now()
+                    AND {PLAIN_GATE.format(s=s)}
                 ORDER BY priority DESC, created_on, id LIMIT {limit}"""
         if self.skip_locked:
             pick += " FOR UPDATE SKIP LOCKED"
@@ -119,7 +124,7 @@ def claim_for(caps: Capabilities) -> ClaimStrategy:
     return BY_TUPLE_ID if caps.tuple_ids else BY_KEY
 
 
-class ClaimMixin(EngineBase):
+class ClaimMixin(QueueHintsMixin):
     """Plans of ``fetch`` and ``complete_and_fetch``."""
 
     # The strategy and its statements are chosen and built once per engine: building them
@@ -154,13 +159,22 @@ class ClaimMixin(EngineBase):
                 jobs += claimed
                 missing = as_int(more[0]["picked"]) - len(claimed)
         if not jobs:
-            # Only an empty fetch pays for telling "no jobs" from "no such queue".
-            yield from self._require_queue(queue)
+            # Only an empty fetch pays for telling "no jobs" from "no such queue" (and for
+            # noticing a queue that now needs the keyed claim).
+            yield from self._read_rules(queue)
         jobs.sort(key=Job.sort_key)
         return jobs
 
-    def fetch(self, queue: str, batch_size: int) -> Plan[list[Job]]:
-        """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order."""
+    def fetch(
+        self, queue: str, batch_size: int, options: FetchOptions = PLAIN_FETCH
+    ) -> Plan[list[Job]]:
+        """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order.
+
+        The plain claim serves a queue known to need nothing else; any other fetch is the
+        keyed claim (:mod:`.policies`).
+        """
+        if not (options.plain and self.plain_queues.get(queue)):
+            return self._keyed_fetch(queue, batch_size, options)
         sql = self._fetch_sql
 
         def steps() -> Steps[list[Job]]:
@@ -171,12 +185,53 @@ class ClaimMixin(EngineBase):
         # one that found none; the jobs stay queued for the next fetch.
         return self._plan("fetch", steps, on_contention=list)
 
+    def _keyed_fetch(self, queue: str, batch_size: int, options: FetchOptions) -> Plan[list[Job]]:
+        """The claim under the queue row's lock: policies, limits, groups (see .policies)."""
+        groups = options.group_concurrency
+        tiers = sorted(groups.tiers.items()) if groups is not None else []
+        group_params = (
+            None if groups is None else groups.default,
+            [t for t, _n in tiers],
+            [n for _t, n in tiers],
+        )
+
+        def steps() -> Steps[list[Job]]:
+            rules = yield from self._read_rules(queue, " FOR UPDATE")
+            if rules.paused:
+                return []
+            if rules.plain and options.plain:
+                rows = yield Statement(self._fetch_sql, (queue, batch_size))
+                return (yield from self._claimed_jobs(queue, rows))
+            sql = self._keyed_sql(rules.policy, options.ignore_start_after, groups is not None)
+            params: tuple[Any, ...] = (queue, batch_size, rules.concurrency_limit)
+            if groups is not None:
+                params += group_params
+            rows = yield Statement(sql, params)
+            jobs = [Job.from_row(r) for r in rows]
+            jobs.sort(key=Job.sort_key)
+            return jobs
+
+        return self._plan("fetch", steps, transaction=True, on_contention=list)
+
+    @functools.cached_property
+    def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool], str]:
+        return {}
+
+    def _keyed_sql(self, policy: Policy, ignore_start_after: bool, grouped: bool) -> str:
+        """The keyed claim statement of one shape, built once per engine."""
+        shape = (policy, ignore_start_after, grouped)
+        if shape not in self._keyed_sqls:
+            self._keyed_sqls[shape] = keyed_claim_sql(
+                self.s, policy, ignore_start_after=ignore_start_after, grouped=grouped
+            )
+        return self._keyed_sqls[shape]
+
     def complete_and_fetch(
         self, queue: str, targets: Targets, output_json: str | None, batch_size: int
     ) -> Plan[Handoff] | None:
         """``complete`` then ``fetch`` in one statement; None where the engine cannot change
         the job table twice in one statement (run the two plans one after the other)."""
-        if not self.capabilities.multi_mutation_cte:
+        if not self.capabilities.multi_mutation_cte or not self.plain_queues.get(queue):
             return None
         sql = self._complete_and_fetch_sql
         params = (queue, batch_size, *target_params(targets), output_json)

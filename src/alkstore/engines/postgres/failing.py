@@ -37,6 +37,12 @@ RETRY_DELAY_SQL = """(CASE WHEN j.retry_backoff THEN
 )
 WILL_RETRY = "j.retry_count < j.retry_limit"
 
+# The stately retry bypass (docs/queues.md): a stately queue holds one retry job per key, so an
+# attempt that would retry while another job of its key waits for its retry fails for good.
+STATELY_RETRY_TAKEN = """(j.policy = 'stately' AND EXISTS (SELECT 1 FROM {s}.job o
+    WHERE o.name = j.name AND o.state = 'retry' AND o.policy = 'stately' AND o.id <> j.id
+      AND coalesce(o.singleton_key, '') = coalesce(j.singleton_key, '')))"""
+
 
 RETRY_AT = seconds_after("now()", RETRY_DELAY_SQL)
 """When a failed attempt may run again (its ``keep_until`` counts from there)."""
@@ -132,7 +138,7 @@ class FailMixin(EngineBase):
                 keep_until = {seconds_after(RETRY_AT, "j.retention_seconds")},
                 output = {output}::text::jsonb
             FROM {source}
-            WHERE {where} AND {WILL_RETRY}
+            WHERE {where} AND {WILL_RETRY} AND NOT {STATELY_RETRY_TAKEN.format(s=self.s)}
             RETURNING j.id"""
 
     def _failed_update(self, source: str, where: str, output: str) -> str:
@@ -140,7 +146,8 @@ class FailMixin(EngineBase):
         return f"""UPDATE {self.s}.job j SET state = 'failed', completed_on = now(),
                 output = {output}::text::jsonb
             FROM {self.s}.queue sq, {source}
-            WHERE sq.name = j.name AND {where} AND NOT {WILL_RETRY}
+            WHERE sq.name = j.name AND {where}
+                AND (NOT {WILL_RETRY} OR {STATELY_RETRY_TAKEN.format(s=self.s)})
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
                 j.data::text AS data, j.output::text AS output,
                 coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,

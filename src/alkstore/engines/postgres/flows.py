@@ -13,6 +13,7 @@ import itertools
 import uuid
 from typing import Any, cast
 
+from ...core.errors import FlowRefused
 from ...core.flows import FlowStep, edges, to_arrays
 from ...core.plans import Plan, Statement, Steps
 from ...core.records import Job
@@ -45,9 +46,15 @@ class FlowsMixin(EngineBase):
             )
         }
 
+        refs = {step.job.id: step.ref for step in steps}
+
         def run() -> Steps[dict[str, uuid.UUID]]:
-            for send in sends:
-                yield from send.steps()
+            for queue_jobs, send in zip(by_queue.values(), sends, strict=True):
+                got = yield from send.steps()
+                refused = [refs[j.id] for j, i in zip(queue_jobs, got, strict=True) if i is None]
+                if refused:
+                    # Raising ends the transaction: the jobs already inserted are rolled back.
+                    raise FlowRefused(refused)
             for queue, ids in blocked_by_queue.items():
                 yield Statement(
                     f"""UPDATE {s}.job SET start_after = 'infinity', keep_until = 'infinity'

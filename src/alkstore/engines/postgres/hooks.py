@@ -47,7 +47,9 @@ class PostgresTestHooks:
     def advance(self, seconds: float) -> Plan[None]:
         """Shift every stored timestamp back by ``seconds``: for the store, time passed."""
         # IMMUTABLE arithmetic, which sharded Citus accepts on columns (see seconds_after).
-        shift = ", ".join(f"{c} = {seconds_after(c, '-$1::float8')}" for c in TIMESTAMP_COLUMNS)
+        # A throttled job's slot too: time passing moves it into an earlier slot.
+        shifted = (*TIMESTAMP_COLUMNS, "singleton_on")
+        shift = ", ".join(f"{c} = {seconds_after(c, '-$1::float8')}" for c in shifted)
         # Schedules too: a slot that was due later is due now.
         slots = ", ".join(
             f"{c} = {seconds_after(c, '-$1::float8')}" for c in ("created_on", "last_slot")

@@ -14,15 +14,30 @@ from ...core.options import QueueOptions
 from ...core.plans import ErrorMap, Plan, Statement, Steps
 from ...core.records import Queue, QueueStats, as_int
 from ...core.states import QUEUED, JobState
-from .base import EngineBase
 from .identifiers import partition_table, quote_ident
+from .policies import QueueHintsMixin, QueueRules
 from .sql import (
     QUEUE_COLUMNS,
 )
 
 
-class QueueMixin(EngineBase):
+class QueueMixin(QueueHintsMixin):
     """Plans of the queue operations."""
+
+    def set_paused(self, name: str, paused: bool) -> Plan[None]:
+        """``pause_queue`` / ``resume_queue``: fetch hands out nothing while paused; sends are
+        still accepted. :class:`QueueNotFound` for a missing queue."""
+
+        def steps() -> Steps[None]:
+            rows = yield Statement(
+                f"UPDATE {self.s}.queue SET paused = $2, updated_on = now() "
+                "WHERE name = $1 RETURNING name",
+                (name, paused),
+            )
+            if not rows:
+                raise QueueNotFound(name)
+
+        return self._plan("pause_queue" if paused else "resume_queue", steps)
 
     def _queue_errors(self, name: str, options: QueueOptions) -> ErrorMap:
         # Errors are told apart by SQLSTATE alone, never by constraint name: sharded Citus
@@ -50,8 +65,8 @@ class QueueMixin(EngineBase):
             yield Statement(
                 f"""INSERT INTO {s}.queue (name, policy, retry_limit, retry_delay, retry_backoff,
                     retry_delay_max, expire_seconds, heartbeat_seconds, retention_seconds,
-                    deletion_seconds, dead_letter, partition, table_name)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)""",
+                    deletion_seconds, dead_letter, partition, table_name, concurrency_limit)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)""",
                 (
                     name,
                     options.policy.value,
@@ -66,6 +81,7 @@ class QueueMixin(EngineBase):
                     options.dead_letter,
                     options.partition,
                     table,
+                    options.concurrency_limit,
                 ),
             )
             if table is not None:
@@ -73,6 +89,7 @@ class QueueMixin(EngineBase):
                     f"SELECT {s}.create_queue_partition($1::text, $2::text, $3::text)",
                     (self.schema, name, table),
                 )
+            self.learn(name, QueueRules(options.policy, False, options.concurrency_limit))
 
         return self._plan(
             "create_queue",
@@ -97,7 +114,7 @@ class QueueMixin(EngineBase):
                 f"""UPDATE {s}.queue SET retry_limit = $2, retry_delay = $3, retry_backoff = $4,
                     retry_delay_max = $5, expire_seconds = $6, heartbeat_seconds = $7,
                     retention_seconds = $8, deletion_seconds = $9, dead_letter = $10,
-                    updated_on = now()
+                    concurrency_limit = $11, updated_on = now()
                 WHERE name = $1 RETURNING {QUEUE_COLUMNS}""",
                 (
                     name,
@@ -110,8 +127,11 @@ class QueueMixin(EngineBase):
                     new.retention_seconds,
                     new.deletion_seconds,
                     new.dead_letter,
+                    new.concurrency_limit,
                 ),
             )
+            # Fetches of this engine take the keyed claim from now on if a limit was set.
+            self.forget(name)
             return Queue.from_row(rows[0])
 
         dead_letter = changes.get("dead_letter")
@@ -146,6 +166,7 @@ class QueueMixin(EngineBase):
             else:
                 yield Statement(f"DELETE FROM {s}.job WHERE name = $1", (name,))
             yield Statement(f"DELETE FROM {s}.queue WHERE name = $1", (name,))
+            self.forget(name)
 
         return self._plan("delete_queue", steps, transaction=True)
 

@@ -154,6 +154,43 @@ def _v2(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
+SINGLETON_KEY = "(coalesce(singleton_key, ''))"
+"""A job's policy key: a missing ``singleton_key`` is one shared key (the empty string, which
+``send`` never accepts as a key of its own)."""
+
+
+def _v3(s: str, caps: Capabilities) -> list[str]:
+    """Queue policies, throttling, pause and the queue-wide active limit (docs/queues.md).
+
+    The policies are partial unique indexes on the job table (the job carries its queue's
+    policy, copied at send). Every one starts with ``name``: the partition key of the job
+    table and the distribution column of sharded Citus. A send a policy refuses is an
+    ``ON CONFLICT DO NOTHING``, never an error.
+    """
+    k = SINGLETON_KEY
+    return [
+        f"ALTER TABLE {s}.queue ADD COLUMN concurrency_limit int",
+        f"ALTER TABLE {s}.queue ADD COLUMN paused bool NOT NULL DEFAULT false",
+        f"""CREATE UNIQUE INDEX job_policy_short ON {s}.job (name, {k})
+            WHERE state = 'created' AND policy = 'short'""",
+        f"""CREATE UNIQUE INDEX job_policy_active ON {s}.job (name, {k})
+            WHERE state = 'active' AND policy IN ('singleton', 'stately', 'key_strict_fifo')""",
+        f"""CREATE UNIQUE INDEX job_policy_stately ON {s}.job (name, state, {k})
+            WHERE state IN ('created', 'retry') AND policy = 'stately'""",
+        f"""CREATE UNIQUE INDEX job_policy_exclusive ON {s}.job (name, {k})
+            WHERE state IN ('created', 'retry', 'active') AND policy = 'exclusive'""",
+        f"""CREATE UNIQUE INDEX job_throttle ON {s}.job (name, singleton_on, {k})
+            WHERE singleton_on IS NOT NULL AND state <> 'cancelled'""",
+        # The claim of the keyed policies walks the keys, then probes each key's head.
+        f"""CREATE INDEX job_policy_keys ON {s}.job (name, {k}, priority DESC, created_on, id)
+            WHERE state IN {in_list(QUEUED)} AND policy IN ('singleton', 'stately')""",
+        f"""CREATE INDEX job_policy_fifo ON {s}.job (name, {k}, created_on, id)
+            WHERE state IN {in_list(QUEUED)} AND policy = 'key_strict_fifo'""",
+        f"""CREATE INDEX job_policy_blocked ON {s}.job (name, {k})
+            WHERE state IN ('active', 'failed') AND policy = 'key_strict_fifo'""",
+    ]
+
+
 def _v4(s: str, caps: Capabilities) -> list[str]:
     """Dead-letter lineage and per-job dead-letter queue columns, and flows (job
     dependencies).
@@ -189,12 +226,7 @@ def _v4(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
-def _v3_placeholder(_s: str, _caps: Capabilities) -> list[str]:
-    """Version 3 belongs to the queue-policies work, merged separately; it replaces this."""
-    return []
-
-
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3_placeholder, 4: _v4}
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)

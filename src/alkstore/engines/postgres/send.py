@@ -10,9 +10,9 @@ from typing import Any
 from ...core.errors import (
     JobConflict,
 )
-from ...core.options import NewJob
+from ...core.options import NewJob, Policy
 from ...core.plans import Plan, Statement, Steps
-from .base import EngineBase
+from .policies import QueueHintsMixin
 from .runtime import notifying
 
 SEND_OPTION_SQL: dict[str, tuple[str, str]] = {
@@ -36,34 +36,54 @@ SEND_TYPES = {
     "data": "text",
     "start_at": "timestamptz",
     "delay": "float8",
+    "singleton_seconds": "int",
     **{name: sql_type for name, (sql_type, _default) in SEND_OPTION_SQL.items()},
 }
 """SQL element type of every array ``send`` may bind."""
 
 
-class SendMixin(EngineBase):
+SLOT = "to_timestamp(floor(extract(epoch FROM now()) / t.singleton_seconds) * t.singleton_seconds)"
+"""The start of the current throttle slot of a job (``singleton_on``)."""
+NEXT_SLOT = f"({SLOT} + t.singleton_seconds * interval '1 second')"
+"""The start of the slot after it (debounce)."""
+
+
+class SendMixin(QueueHintsMixin):
     """The plan of ``send``."""
 
-    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID]]:
+    def send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID | None]]:
         """Insert ``jobs`` (ids already assigned) in one statement, options resolved in SQL.
 
-        Raises :class:`QueueNotFound` when the queue does not exist and :class:`JobConflict`
-        on a duplicate id; either way nothing is written.
+        Returns one entry per job, in order: its id, or None when the queue's policy or the
+        job's throttle refused it (docs/queues.md). Raises :class:`QueueNotFound` when the
+        queue does not exist and :class:`JobConflict` on a duplicate id; either way nothing
+        is written.
         """
-        sql, params = notifying(self, *self._send_statement(queue, jobs), "$1::text")
         ids = [job.id for job in jobs]
         if len(ids) != len(set(ids)):
             dup = next(i for i in ids if ids.count(i) > 1)
             raise JobConflict(f"id {dup} appears twice in one send")
+        throttled = any(job.options.singleton_seconds is not None for job in jobs)
+        if not throttled and self.standard_queues.get(queue):
+            return self._plain_send(queue, jobs)
+        return self._guarded_send(queue, jobs, throttled)
 
-        def steps() -> Steps[list[uuid.UUID]]:
+    def _plain_send(self, queue: str, jobs: Sequence[NewJob]) -> Plan[list[uuid.UUID | None]]:
+        """The INSERT into a queue known to be ``standard`` (gated on it: a queue recreated
+        with a policy since gets the guarded insert)."""
+        sql, params = notifying(self, *self._send_statement(queue, jobs), "$1::text")
+        ids: list[uuid.UUID | None] = [job.id for job in jobs]
+
+        def steps() -> Steps[list[uuid.UUID | None]]:
             rows = yield Statement(sql, params)
             if len(rows) < len(jobs):
-                yield from self._require_queue(queue)
+                rules = yield from self._read_rules(queue)
+                if rules.policy is not Policy.STANDARD:
+                    return (yield from self._guarded_steps(queue, jobs, throttled=False))
             return ids
 
-        # The job table's only unique key is (name, id); no constraint name is needed (see
-        # _queue_errors for why none is relied upon).
+        # The job table's only unique key a standard queue's jobs meet is (name, id); no
+        # constraint name is needed (see _queue_errors for why none is relied upon).
         def map_error(sqlstate: str | None, _constraint: str | None) -> Exception | None:
             if sqlstate == "23505":
                 return JobConflict(f"a job with one of these ids already exists in {queue!r}")
@@ -71,11 +91,64 @@ class SendMixin(EngineBase):
 
         return self._plan("send", steps, map_error=map_error)
 
-    def _send_statement(self, queue: str, jobs: Sequence[NewJob]) -> tuple[str, tuple[Any, ...]]:
+    def _guarded_send(
+        self, queue: str, jobs: Sequence[NewJob], throttled: bool
+    ) -> Plan[list[uuid.UUID | None]]:
+        """``ON CONFLICT DO NOTHING``: a job a policy or throttle refuses is not inserted.
+
+        A debounce (``singleton_next_slot``) is a second INSERT of the refused jobs in the
+        next slot, in the same transaction.
+        """
+        debounce = any(job.options.singleton_next_slot for job in jobs)
+        return self._plan(
+            "send",
+            lambda: self._guarded_steps(queue, jobs, throttled),
+            transaction=debounce,
+        )
+
+    def _guarded_steps(
+        self, queue: str, jobs: Sequence[NewJob], throttled: bool
+    ) -> Steps[list[uuid.UUID | None]]:
+        chosen = [job.id for job in jobs if job.options.id is not None]
+        if chosen:
+            # DO NOTHING would also swallow a duplicate id: tell it apart before inserting.
+            taken = yield Statement(
+                f"SELECT id FROM {self.s}.job WHERE name = $1 AND id = ANY($2::uuid[])",
+                (queue, chosen),
+            )
+            if taken:
+                raise JobConflict(f"a job with id {taken[0]['id']} already exists in {queue!r}")
+        slot = SLOT if throttled else None
+        sql, params = self._send_statement(queue, jobs, slot=slot, guarded=True)
+        sql, params = notifying(self, sql, params, "$1::text")
+        rows = yield Statement(sql, params)
+        if rows:
+            self.standard_queues[queue] = rows[0]["policy"] == Policy.STANDARD.value
+        inserted = {r["id"] for r in rows}
+        later = [j for j in jobs if j.id not in inserted and j.options.singleton_next_slot]
+        if later:
+            sql, params = self._send_statement(queue, later, slot=NEXT_SLOT, guarded=True)
+            sql, params = notifying(self, sql, params, "$1::text")
+            more = yield Statement(sql, params)
+            inserted |= {r["id"] for r in more}
+        if not inserted and jobs:
+            yield from self._require_queue(queue)
+        return [job.id if job.id in inserted else None for job in jobs]
+
+    def _send_statement(
+        self,
+        queue: str,
+        jobs: Sequence[NewJob],
+        *,
+        slot: str | None = None,
+        guarded: bool = False,
+    ) -> tuple[str, tuple[Any, ...]]:
         """The INSERT of ``send``, binding only the option arrays some job sets.
 
         An option no job sets comes straight from the queue row (or its constant default), so
-        a large batch without options binds two arrays instead of sixteen.
+        a large batch without options binds two arrays instead of sixteen. ``slot`` is the
+        throttle slot's SQL (jobs without ``singleton_seconds`` get none); ``guarded`` adds
+        ``ON CONFLICT DO NOTHING`` for the policy and throttle indexes.
         """
         options = [job.options for job in jobs]
         # Jobs sent without options share one JobOptions object: look at each object once.
@@ -97,6 +170,8 @@ class SendMixin(EngineBase):
             arrays["delay"] = [
                 o.start_after if isinstance(o.start_after, float) else None for o in options
             ]
+        if slot is not None:
+            arrays["singleton_seconds"] = [o.singleton_seconds for o in options]
         values = {
             name: f"coalesce(t.{name}, {default})" if name in bound else default
             for name, (_type, default) in SEND_OPTION_SQL.items()
@@ -106,14 +181,20 @@ class SendMixin(EngineBase):
             if timed
             else "now()"
         )
+        if slot is NEXT_SLOT:
+            # A debounced job waits for its slot.
+            start = f"GREATEST({start}, {NEXT_SLOT})"
         unnest = ", ".join(f"${i + 2}::{SEND_TYPES[n]}[]" for i, n in enumerate(arrays))
+        gate = " AND q.policy = 'standard'" if not guarded else ""
+        slot_column, slot_value = ("singleton_on, ", f"{slot}, ") if slot is not None else ("", "")
+        tail = " ON CONFLICT DO NOTHING RETURNING id, policy" if guarded else " RETURNING id"
         sql = f"""
             INSERT INTO {self.s}.job (id, name, data, {", ".join(SEND_OPTION_SQL)},
-                policy, start_after, keep_until)
-            SELECT t.id, q.name, t.data::jsonb, {", ".join(values.values())}, q.policy, sa.at,
+                policy, {slot_column}start_after, keep_until)
+            SELECT t.id, q.name, t.data::jsonb, {", ".join(values.values())}, q.policy,
+                {slot_value}sa.at,
                 sa.at + {values["retention_seconds"]} * interval '1 second'
             FROM unnest({unnest}) AS t({", ".join(arrays)})
-            JOIN {self.s}.queue q ON q.name = $1
-            CROSS JOIN LATERAL (SELECT {start} AS at) sa
-            RETURNING id"""
+            JOIN {self.s}.queue q ON q.name = $1{gate}
+            CROSS JOIN LATERAL (SELECT {start} AS at) sa{tail}"""
         return sql, (queue, *arrays.values())

@@ -46,7 +46,7 @@ def read_job_columns(alias: str) -> str:
 QUEUE_COLUMNS = (
     "name, policy, retry_limit, retry_delay, retry_backoff, retry_delay_max, expire_seconds, "
     "heartbeat_seconds, retention_seconds, deletion_seconds, dead_letter, partition, "
-    "created_on, updated_on"
+    "created_on, updated_on, concurrency_limit, paused"
 )
 INT_COLUMNS = frozenset({"priority", "retry_count"})
 

@@ -1,0 +1,194 @@
+"""Queue policies, limits and groups in the claim (docs/queues.md).
+
+A queue whose claim needs nothing but the plain SKIP LOCKED walk (``standard``, ``short`` and
+``exclusive`` without a ``concurrency_limit``) keeps the plain claim of :mod:`.claim`, gated
+on the queue row so that a stale guess never hands out a job the queue's rules forbid. Every
+other claim (``singleton``, ``stately``, ``key_strict_fifo``, a ``concurrency_limit``,
+``group_concurrency`` or ``ignore_start_after``) is a *keyed claim*: a transaction that first
+locks the queue row (``SELECT … FOR UPDATE``, which every engine accepts) and then claims in
+one statement. The lock serialises the keyed claims of one queue, so the second statement
+counts the active jobs (per queue, per key, per group) as they are after every earlier claim
+committed: two fetchers can never both take the last free slot. The claim statement itself
+uses neither SKIP LOCKED nor ctid: its UPDATE rechecks the state, like the claim of engines
+without SKIP LOCKED.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import attrs
+
+from ...core.errors import QueueNotFound
+from ...core.options import KEYED_CLAIM_POLICIES, Policy
+from ...core.plans import Row, Statement, Steps
+from ...core.records import as_bool, as_opt_int
+from ...core.states import QUEUED
+from .base import EngineBase
+from .schema import in_list
+from .sql import RETURNED_JOB_COLUMNS, seconds_after
+
+PLAIN_GATE = (
+    "EXISTS (SELECT 1 FROM {s}.queue pq WHERE pq.name = $1 AND NOT pq.paused "
+    "AND pq.concurrency_limit IS NULL "
+    "AND pq.policy NOT IN ('singleton', 'stately', 'key_strict_fifo'))"
+)
+"""The condition under which the plain claim may run for queue ``$1`` (format with ``s``)."""
+
+QUEUE_RULES = "SELECT policy, paused, concurrency_limit FROM {s}.queue WHERE name = $1"
+"""What a claim needs to know of queue ``$1`` (format with ``s``)."""
+
+
+@attrs.frozen
+class QueueRules:
+    """The parts of a queue row that decide how it is claimed."""
+
+    policy: Policy
+    paused: bool
+    concurrency_limit: int | None
+
+    @classmethod
+    def from_row(cls, row: Row) -> QueueRules:
+        """From a row of :data:`QUEUE_RULES`."""
+        return cls(
+            Policy(row["policy"]), as_bool(row["paused"]), as_opt_int(row["concurrency_limit"])
+        )
+
+    @property
+    def plain(self) -> bool:
+        """The plain claim serves this queue (paused or not)."""
+        return self.policy not in KEYED_CLAIM_POLICIES and self.concurrency_limit is None
+
+
+class QueueHintsMixin(EngineBase):
+    """A per-engine guess of which queues the plain claim and plain send serve.
+
+    Only a guess: the plain statements are gated on the queue row, so a stale guess (another
+    process changed a queue's limit) costs one empty fetch, never a broken rule.
+    """
+
+    @functools.cached_property
+    def plain_queues(self) -> dict[str, bool]:
+        """queue name -> whether the plain claim serves it (absent: not known yet)."""
+        return {}
+
+    @functools.cached_property
+    def standard_queues(self) -> dict[str, bool]:
+        """queue name -> whether its policy is ``standard`` (the plain send serves it)."""
+        return {}
+
+    def learn(self, name: str, rules: QueueRules) -> None:
+        """Remember what the queue row said."""
+        self.plain_queues[name] = rules.plain
+        self.standard_queues[name] = rules.policy is Policy.STANDARD
+
+    def forget(self, name: str) -> None:
+        """Drop the guesses about a queue (deleted, or its limit changed)."""
+        self.plain_queues.pop(name, None)
+        self.standard_queues.pop(name, None)
+
+    def _read_rules(self, queue: str, lock: str = "") -> Steps[QueueRules]:
+        """Read (``lock``: and lock) the queue row; :class:`QueueNotFound` when missing."""
+        rows = yield Statement(QUEUE_RULES.format(s=self.s) + lock, (queue,))
+        if not rows:
+            raise QueueNotFound(queue)
+        rules = QueueRules.from_row(rows[0])
+        self.learn(queue, rules)
+        return rules
+
+
+def keyed_claim_sql(s: str, policy: Policy, *, ignore_start_after: bool, grouped: bool) -> str:
+    """The claim statement of the keyed claim of a queue with ``policy``.
+
+    Parameters: ``$1`` queue, ``$2`` batch size, ``$3`` the queue's concurrency limit (NULL:
+    none), ``$4`` the default group limit (NULL: none), ``$5``/``$6`` tiers and their limits.
+    Run only while the transaction holds the queue row's lock.
+    """
+    queued = in_list(QUEUED)
+    # ignore_start_after still never takes a job parked at 'infinity' (a flow's child that
+    # waits for its parents).
+    due = "j.start_after < 'infinity'" if ignore_start_after else "j.start_after <= now()"
+    columns = "j.name, j.id, j.priority, j.created_on, j.start_after, j.group_id, j.group_tier"
+    if policy in KEYED_CLAIM_POLICIES:
+        ctes = keyed_heads(s, policy, due)
+    else:
+        ctes = [
+            f"""cand AS (SELECT {columns} FROM {s}.job j
+                WHERE j.name = $1 AND j.state IN {queued} AND {due})"""
+        ]
+    if grouped:
+        ctes.append(
+            f"""group_active AS (SELECT j.group_id, count(*) AS n FROM {s}.job j
+                WHERE j.name = $1 AND j.state = 'active' AND j.group_id IS NOT NULL
+                GROUP BY j.group_id)"""
+        )
+        ctes.append(
+            """ranked AS (SELECT c.*, row_number() OVER (PARTITION BY c.group_id
+                    ORDER BY c.priority DESC, c.created_on, c.id) AS group_rank
+                FROM cand c)"""
+        )
+        ctes.append(
+            """grouped AS (SELECT r.* FROM ranked r
+                LEFT JOIN group_active a ON a.group_id = r.group_id
+                LEFT JOIN unnest($5::text[], $6::int[]) AS t(tier, n) ON t.tier = r.group_tier
+                WHERE r.group_id IS NULL OR coalesce(t.n, $4::int) IS NULL
+                   OR r.group_rank + coalesce(a.n, 0) <= coalesce(t.n, $4::int))"""
+        )
+        last = "grouped"
+    else:
+        last = "cand"
+    ctes.append(
+        f"""ordered AS (SELECT o.name, o.id, row_number() OVER (
+                ORDER BY o.priority DESC, o.created_on, o.id) AS n FROM {last} o
+            ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
+    )
+    ctes.append(
+        f"""picked AS (SELECT o.name, o.id FROM ordered o
+            CROSS JOIN (SELECT count(*) AS n FROM {s}.job j
+                        WHERE j.name = $1 AND j.state = 'active') a
+            WHERE o.n <= $2 AND ($3::int IS NULL OR o.n + a.n <= $3::int))"""
+    )
+    update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
+            heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
+            retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
+                               ELSE j.retry_count + 1 END
+        FROM picked WHERE j.name = picked.name AND j.id = picked.id AND j.state IN {queued}
+        RETURNING {RETURNED_JOB_COLUMNS}"""
+    return "WITH RECURSIVE " + ",\n".join(ctes) + "\n" + update
+
+
+def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
+    """CTEs ending in ``cand``: the one job of each key a keyed policy may claim now.
+
+    The keys are walked with a loose index scan (a recursive CTE stepping from one key to the
+    next along ``job_policy_keys`` / ``job_policy_fifo``), then each key's head is one index
+    probe: the cost grows with the number of keys, not of jobs. ``singleton`` and ``stately``
+    take a key's first due job in fetch order unless the key has an active job;
+    ``key_strict_fifo`` takes a key's oldest queued job, only if it is due and the key has no
+    active or failed job (a blocked key holds up only itself).
+    """
+    queued = in_list(QUEUED)
+    fifo = policy is Policy.KEY_STRICT_FIFO
+    k = "coalesce(j.singleton_key, '')"
+    # A constant of the library (the Policy enum), never user input.
+    own = f"j.policy = '{policy.value}' AND j.state IN {queued}"
+    order = "j.created_on, j.id" if fifo else "j.priority DESC, j.created_on, j.id"
+    blocking = "('active', 'failed')" if fifo else "('active')"
+    head_due = "" if fifo else f" AND {due}"
+    return [
+        f"""keys AS (
+            (SELECT {k} AS k FROM {s}.job j WHERE j.name = $1 AND {own} ORDER BY {k} LIMIT 1)
+            UNION ALL
+            SELECT (SELECT {k} FROM {s}.job j WHERE j.name = $1 AND {own} AND {k} > keys.k
+                    ORDER BY {k} LIMIT 1)
+            FROM keys WHERE keys.k IS NOT NULL)""",
+        f"""cand AS (SELECT h.* FROM keys CROSS JOIN LATERAL (
+                SELECT j.name, j.id, j.priority, j.created_on, j.start_after, j.group_id,
+                    j.group_tier
+                FROM {s}.job j WHERE j.name = $1 AND {own} AND {k} = keys.k{head_due}
+                ORDER BY {order} LIMIT 1) h
+            WHERE keys.k IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM {s}.job j WHERE j.name = $1
+                  AND j.policy = '{policy.value}' AND j.state IN {blocking} AND {k} = keys.k)
+              {"AND " + due.replace("j.", "h.") if fifo else ""})""",
+    ]
