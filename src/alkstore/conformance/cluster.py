@@ -31,10 +31,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from ..core.errors import AlkstoreError
+
 _UNPRIVILEGED_USERS = ("postgres", "nobody")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(AlkstoreError, RuntimeError):
     """The cluster could not be created, started or stopped."""
 
 

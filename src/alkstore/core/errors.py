@@ -93,3 +93,48 @@ class UnsupportedByDriver(AlkstoreError):
 
 class ListenerClosed(AlkstoreError, ConnectionError):
     """A LISTEN/NOTIFY listener's connection is closed or was lost; open a new listener."""
+
+
+# --- connection faults and deadlines (docs/guarantees.md, "Errors and retries") -----------
+
+
+class ConnectionFailed(AlkstoreError, ConnectionError):
+    """The call could not reach the database, or its transaction was rolled back with its
+    connection: nothing it asked for took effect, so retrying it is safe.
+
+    The driver's exception is chained (``__cause__``)."""
+
+    retry_safe = True
+    """Retrying the same call cannot apply it twice."""
+
+
+class ConnectionLost(AlkstoreError, ConnectionError):
+    """The connection died after the call may have reached the server: the outcome is
+    unknown. The call may or may not have taken effect; retry only what is idempotent (a
+    ``send`` with your own job ``id``, a ``complete`` fenced by its :class:`Job`).
+
+    The driver's exception is chained (``__cause__``)."""
+
+    retry_safe = False
+    """The outcome is unknown: a blind retry may apply the call twice."""
+
+
+class DeadlineExceeded(ConnectionLost, TimeoutError):
+    """A call outlived its deadline (a stalled network, an unresponsive server): the
+    connection was abandoned mid-call, so, as with :class:`ConnectionLost`, the outcome is
+    unknown."""
+
+
+class StatementTimeout(AlkstoreError, TimeoutError):
+    """The server cancelled a statement at ``statement_timeout`` or ``lock_timeout``: it was
+    rolled back (with its transaction), so retrying is safe.
+
+    The driver's exception is chained (``__cause__``)."""
+
+    retry_safe = True
+    """Retrying the same call cannot apply it twice."""
+
+
+class MigrationLocked(SchemaVersionError, TimeoutError):
+    """Another session held the migration lock for longer than the lock timeout; the
+    message names it (pid, application_name, client address) so it can be found."""

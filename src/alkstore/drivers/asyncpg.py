@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
@@ -125,13 +125,18 @@ class _AdoptedPool:
 
 @asynccontextmanager
 async def _pool_session(pool: Pool[asyncpg.Record]) -> AsyncIterator[AsyncpgSession]:
-    async with pool.acquire() as conn:
-        session = AsyncpgSession(conn)
-        try:
-            yield session
-        finally:
-            if session.broken and not conn.is_closed():
-                conn.terminate()  # the pool replaces a closed connection
+    conn = await pool.acquire()
+    session = AsyncpgSession(conn)
+    try:
+        yield session
+    finally:
+        if session.broken and not conn.is_closed():
+            conn.terminate()  # the pool replaces a closed connection
+        # The pool's reset fails when the backend died after the block's last statement;
+        # asyncpg then terminates the connection and will replace it. What the block did
+        # stands: its result, or its own error, must not be replaced by this one.
+        with suppress(Exception):
+            await pool.release(conn)
 
 
 async def _close_pool(pool: Pool[asyncpg.Record]) -> None:
@@ -266,6 +271,14 @@ class AsyncpgDriver:
         if not isinstance(exc, asyncpg.PostgresError):
             return None
         return ErrorInfo(exc.sqlstate, exc.constraint_name)
+
+    def disconnected(self, exc: BaseException) -> bool:
+        """asyncpg's errors for a connection that failed or broke: a closed connection's
+        ``InterfaceError``, the protocol's ``InternalClientError`` (a connection that died
+        mid-message), and the connection errors without a SQLSTATE."""
+        if isinstance(exc, asyncpg.InternalClientError | asyncpg.ConnectionDoesNotExistError):
+            return True
+        return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
 
     async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
         """A listener on a new connection to ``dsn`` (not from a pool)."""

@@ -202,6 +202,25 @@ class AsyncDriver(Protocol):
         ...
 
 
+CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+"""SQLSTATEs besides class 08 (connection exception) that mean the session is gone:
+admin_shutdown (``pg_terminate_backend``, a fast shutdown), crash_shutdown, cannot_connect_now."""
+
+
+def disconnected(driver: SyncDriver | AsyncDriver, exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection failed or died (rather than the server refusing a
+    statement): an ``OSError``, a connection SQLSTATE, or whatever the driver's optional
+    ``disconnected(exc)`` method recognises (its client library's own connection errors)."""
+    if isinstance(exc, OSError | EOFError):
+        return True
+    check = getattr(driver, "disconnected", None)
+    if check is not None and check(exc):
+        return True
+    info = driver.error_info(exc)
+    state = info.sqlstate if info is not None else None
+    return state is not None and (state.startswith("08") or state in CONNECTION_SQLSTATES)
+
+
 @attrs.frozen(kw_only=True)
 class DriverSpec:
     """A driver as the registry knows it, before its client library is imported.
@@ -243,6 +262,7 @@ class DriverSpec:
 
 
 __all__ = [
+    "CONNECTION_SQLSTATES",
     "AsyncDriver",
     "AsyncListener",
     "AsyncSession",
@@ -255,4 +275,5 @@ __all__ = [
     "SyncListener",
     "SyncSession",
     "SyncSource",
+    "disconnected",
 ]

@@ -20,6 +20,7 @@ offers no public way to ask.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,7 +35,7 @@ from ..core.errors import UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
 from .base import DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
 from .common import parse_dsn, transaction_sql
-from .pool import SyncPool
+from .pool import SyncPool, quiet
 
 Connection = Any  # pg8000 is untyped; any pg8000.core.CoreConnection
 
@@ -50,8 +51,8 @@ def _is_open(conn: Connection) -> bool:
 
 
 def _reusable(conn: Connection) -> bool:
-    """Open and not left inside a transaction."""
-    return _is_open(conn) and not _in_transaction(conn)
+    """Open, not left inside a transaction, and its server session still there."""
+    return _is_open(conn) and not _in_transaction(conn) and quiet(conn._usock.fileno())
 
 
 def _array_literal(values: list[Any]) -> str:
@@ -236,6 +237,11 @@ class Pg8000Driver:
             return None
         fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         return ErrorInfo(fields.get("C"), fields.get("n"))
+
+    def disconnected(self, exc: BaseException) -> bool:
+        """pg8000's ``InterfaceError`` (a network error, a closed connection) or a truncated
+        message (``struct.error``)."""
+        return isinstance(exc, pg8000.exceptions.InterfaceError | struct.error)
 
     def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
         """Refused: pg8000 reads notifications only while answering a query, so it cannot

@@ -44,7 +44,7 @@ from .base import (
     SyncSource,
 )
 from .common import listen_sql, set_isolation_sql, wait_timeout
-from .pool import AsyncPool, SyncPool
+from .pool import AsyncPool, SyncPool, quiet
 
 SyncConnection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -82,12 +82,19 @@ def _in_transaction(conn: SyncConnection | AsyncConnection) -> bool:
 
 
 def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
-    """Open, not broken, and not left inside a transaction."""
+    """Open, not broken, not left inside a transaction, and its server session still there."""
     return (
         not conn.closed
         and not conn.broken
         and conn.info.transaction_status == TransactionStatus.IDLE
+        and quiet(conn.pgconn.socket)
     )
+
+
+def _disconnected(exc: BaseException) -> bool:
+    # psycopg raises OperationalError without a SQLSTATE when the connection failed or broke
+    # ("server closed the connection unexpectedly", "the connection is closed", ...).
+    return isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None
 
 
 # --- sync ---------------------------------------------------------------------------------
@@ -255,6 +262,10 @@ class PsycopgSyncDriver:
         """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
         return _error_info(exc)
 
+    def disconnected(self, exc: BaseException) -> bool:
+        """psycopg's error for a connection that failed or broke."""
+        return _disconnected(exc)
+
     def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
         """A listener on a new autocommit connection to ``dsn``."""
         return PsycopgListener(psycopg.Connection.connect(dsn, **_connect_kwargs(settings)))
@@ -420,6 +431,10 @@ class PsycopgAsyncDriver:
     def error_info(self, exc: BaseException) -> ErrorInfo | None:
         """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
         return _error_info(exc)
+
+    def disconnected(self, exc: BaseException) -> bool:
+        """psycopg's error for a connection that failed or broke."""
+        return _disconnected(exc)
 
     async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
         """A listener on a new autocommit connection to ``dsn``."""
