@@ -51,6 +51,7 @@ from .drivers.base import (
     SyncSession,
     SyncSource,
     disconnected,
+    never_sent,
 )
 
 T = TypeVar("T")
@@ -92,7 +93,8 @@ def _connection_fault(
         raise exc
     if isinstance(exc, AlkstoreError) or not disconnected(driver, exc):
         return False
-    untouched = progress.sent == 0 or (
+    sent = progress.sent - (1 if never_sent(driver, exc) else 0)
+    untouched = sent <= 0 or (
         plan.transaction and not callers_transaction and not progress.committing
     )
     if not untouched:
@@ -109,14 +111,22 @@ def _connection_fault(
     return True
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """A connect that timed out: trying again would only multiply the wait."""
+    chain = (exc, exc.__cause__, exc.__context__)
+    return any(
+        isinstance(e, TimeoutError) or type(e).__name__ == "ConnectionTimeout" for e in chain
+    )
+
+
 def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
 
 
 def _failed(plan: Plan[T], exc: Exception) -> ConnectionFailed:
     return ConnectionFailed(
-        f"{plan.name}: could not reach the database after {MAX_RECONNECTS + 1} attempts; "
-        f"nothing took effect, retrying is safe: {_describe(exc)}"
+        f"{plan.name}: could not reach the database; nothing took effect, retrying is safe: "
+        f"{_describe(exc)}"
     )
 
 
@@ -237,7 +247,7 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
             if progress.done:  # committed: a failure to give the connection back changes nothing
                 return progress.result  # type: ignore[return-value]
             if _connection_fault(plan, driver, exc, progress, callers_transaction=callers):
-                if reconnects == MAX_RECONNECTS:
+                if reconnects == MAX_RECONNECTS or _timed_out(exc):
                     raise _failed(plan, exc) from exc
                 reconnects += 1
                 continue
@@ -270,7 +280,7 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
             if progress.done:  # committed: a failure to give the connection back changes nothing
                 return progress.result  # type: ignore[return-value]
             if _connection_fault(plan, driver, exc, progress, callers_transaction=callers):
-                if reconnects == MAX_RECONNECTS:
+                if reconnects == MAX_RECONNECTS or _timed_out(exc):
                     raise _failed(plan, exc) from exc
                 reconnects += 1
                 continue

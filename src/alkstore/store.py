@@ -18,14 +18,15 @@ import attrs
 
 from .core.contracts import Engine
 from .core.description import ServerInfo
-from .core.errors import InvalidOptions, QueueExists
+from .core.errors import InvalidOptions, QueueExists, StatementTimeout
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
 from .core.targets import IdLike
-from .core.validation import int_at_least, schema_name
+from .core.validation import int_at_least, optional_seconds, schema_name
 from .drivers import async_driver, sync_driver
 from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
+from .drivers.common import resolve_timeouts
 from .engines import engine_class
 from .engines.detect import detect_plan
 from .engines.postgres.runtime import runtime_engine
@@ -79,8 +80,17 @@ class Store:
 
     # schema
     def migrate(self) -> int:
-        """Install or upgrade the schema (safe when many processes do it at once)."""
-        return int([self._run(plan) for plan in self.engine.migrate()][-1])
+        """Install or upgrade the schema (safe when many processes do it at once).
+
+        Waiting for another process's migration ends at the lock timeout with
+        :class:`~alkstore.MigrationLocked` naming the session that holds the lock."""
+        try:
+            return int([self._run(plan) for plan in self.engine.migrate()][-1])
+        except StatementTimeout as exc:
+            report = getattr(self.engine, "migration_lock_report", None)
+            if report is None:
+                raise
+            raise self._run(report()) from exc
 
     def schema_version(self) -> int | None:
         """The schema version recorded in the database, None if not installed."""
@@ -335,7 +345,13 @@ class AsyncStore:
 
     async def migrate(self) -> int:
         """See :meth:`Store.migrate`."""
-        return int([await self._run(plan) for plan in self.engine.migrate()][-1])
+        try:
+            return int([await self._run(plan) for plan in self.engine.migrate()][-1])
+        except StatementTimeout as exc:
+            report = getattr(self.engine, "migration_lock_report", None)
+            if report is None:
+                raise
+            raise await self._run(report()) from exc
 
     async def schema_version(self) -> int | None:
         """See :meth:`Store.schema_version`."""
@@ -548,19 +564,33 @@ class ConnectOptions:
     emulate: bool = False
     engine_options: Mapping[str, Any] = attrs.field(factory=dict)
     pooler: str | None = attrs.field(default=None, validator=_pooler)
+    connect_timeout: float | None = attrs.field(default=None, validator=optional_seconds)
+    statement_timeout: float | None = attrs.field(default=None, validator=optional_seconds)
+    lock_timeout: float | None = attrs.field(default=None, validator=optional_seconds)
 
     def settings(self, target: Target) -> DriverSettings:
         """Driver settings: one connection, no prepared statements, on single-session engines;
         behind a transaction pooler no prepared statements and no session setup either
-        (docs/engines.md, "PostgreSQL versions and PgBouncer")."""
+        (docs/engines.md, "PostgreSQL versions and PgBouncer"); the timeouts resolved from
+        these options, the DSN and the defaults (docs/deployment.md, "Timeouts")."""
         name = "postgres" if target.requested == AUTO else target.requested
         engine = engine_class(name)
         single = engine.description.capabilities.single_connection
         pooled = self.pooler is not None
+        timeouts = resolve_timeouts(
+            target.dsn or "",
+            connect_timeout=self.connect_timeout,
+            statement_timeout=self.statement_timeout,
+            lock_timeout=self.lock_timeout,
+            server_side=not (single or pooled),
+        )
         return DriverSettings(
             pool_size=1 if single else self.pool_size,
             prepared_statements=not (single or pooled),
             session_setup=() if pooled else engine.session_setup,
+            connect_timeout=timeouts.connect,
+            server_settings=timeouts.server_settings,
+            call_timeout=timeouts.call,
         )
 
     def engine_for(self, target: Target, detected: ServerInfo | None) -> Engine:
@@ -606,7 +636,11 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
       than this library is refused with :class:`SchemaVersionError`;
     - ``pooler``: ``"pgbouncer"`` when ``dsn`` is a pooler in transaction pooling mode
       (PgBouncer's ``pool_mode = transaction``): no prepared statements and no per-session
-      settings, which would not follow the store from one transaction to the next.
+      settings, which would not follow the store from one transaction to the next;
+    - ``connect_timeout`` (default: the DSN's, else 10 s), ``statement_timeout`` (default:
+      the DSN's, else 60 s; 0 for none) and ``lock_timeout`` (the DSN's, else 30 s), in
+      seconds: a call whose server does not answer within the larger of the last two plus
+      5 s is abandoned with :class:`~alkstore.DeadlineExceeded` (docs/deployment.md).
     """
     opts = ConnectOptions(**options)
     target = resolve_target(dsn, opts.engine)

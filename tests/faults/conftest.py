@@ -3,6 +3,7 @@ restart it), an admin connection, and stores through every driver."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,21 @@ import psycopg
 import pytest
 
 from alkstore.conformance.cluster import TempCluster
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print the fault table of the run (and write it where ALKSTORE_FAULT_TABLE says)."""
+    import faultkit
+
+    if not faultkit.RESULTS:
+        return
+    table = faultkit.fault_table()
+    terminalreporter.write_sep("=", "fault table")
+    terminalreporter.write_line(table)
+    target = os.environ.get("ALKSTORE_FAULT_TABLE")
+    if target:
+        with open(target, "w") as out:
+            out.write(table + "\n")
 
 
 @pytest.fixture(scope="package")

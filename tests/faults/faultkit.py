@@ -14,6 +14,22 @@ from alkstore.conformance.harness import Backend, StoreHandle
 VARIANTS = ("psycopg", "psycopg-async", "asyncpg", "pg8000")
 """Every driver variant; the suite runs each fault through each."""
 
+RESULTS: list[dict[str, Any]] = []
+"""One row per fault-matrix scenario run, for the table printed at the end of the run."""
+
+COLUMNS = ("fault", "driver", "sent", "completed", "lost", "duplicated", "stuck", "errors")
+
+
+def fault_table() -> str:
+    """:data:`RESULTS` as a Markdown table (plus each row's slowest call and wall time)."""
+    head = [*COLUMNS, "slowest call", "wall"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in RESULTS:
+        cells = [str(row[c]) for c in COLUMNS]
+        cells += [f"{row['slowest']:.2f}s", f"{row['seconds']:.1f}s"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
 
 def open_store(dsn: str, variant: str, schema: str, **options: Any) -> StoreHandle:
     """A store through ``variant`` (a sync view of the async ones) with ``connect`` options."""

@@ -64,6 +64,9 @@ class ConnectKwargs(TypedDict, total=False):
     emulate: bool
     engine_options: Mapping[str, Any]
     pooler: str | None
+    connect_timeout: float | None
+    statement_timeout: float | None
+    lock_timeout: float | None
 
 
 __all__ = ["ConnectKwargs", "JobOptionsKwargs", "QueueOptionsKwargs"]

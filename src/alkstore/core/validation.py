@@ -107,3 +107,18 @@ def check_engine_options(allowed: frozenset[str], options: Mapping[str, Any]) ->
     if unknown:
         key = unknown[0]
         raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")
+
+
+MAX_TIMEOUT = 86_400.0 * 24
+"""The longest timeout option, in seconds (PostgreSQL's timeouts are int milliseconds)."""
+
+
+def optional_seconds(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: ``None`` or a finite number of seconds from 0 (no limit) to
+    :data:`MAX_TIMEOUT`."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidOptions(attribute.name, value, "must be a number of seconds")
+    if not 0 <= value <= MAX_TIMEOUT:  # also refuses NaN
+        raise InvalidOptions(attribute.name, value, f"must be from 0 to {MAX_TIMEOUT:g} seconds")

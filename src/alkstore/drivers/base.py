@@ -34,6 +34,12 @@ class DriverSettings:
     """Let the client library prepare statements (off for PGlite's shared session)."""
     connect_timeout: float = 10.0
     """Seconds to wait for a connection."""
+    server_settings: tuple[tuple[str, str], ...] = ()
+    """Settings sent as startup parameters of every connection the driver opens
+    (``statement_timeout``, ``lock_timeout``)."""
+    call_timeout: float | None = None
+    """Seconds after which a statement on a connection the driver opened is abandoned, its
+    connection discarded and :class:`~alkstore.DeadlineExceeded` raised (None: never)."""
     application_name: str = "alkstore"
     session_setup: tuple[str, ...] = ()
     """Constant statements (no parameters) run on every connection the driver opens, and
@@ -221,6 +227,13 @@ def disconnected(driver: SyncDriver | AsyncDriver, exc: BaseException) -> bool:
     return state is not None and (state.startswith("08") or state in CONNECTION_SQLSTATES)
 
 
+def never_sent(driver: SyncDriver | AsyncDriver, exc: BaseException) -> bool:
+    """Whether ``exc`` was raised before the statement left the client (the connection was
+    known to be closed or broken already), per the driver's optional ``never_sent(exc)``."""
+    check = getattr(driver, "never_sent", None)
+    return bool(check is not None and check(exc))
+
+
 @attrs.frozen(kw_only=True)
 class DriverSpec:
     """A driver as the registry knows it, before its client library is imported.
@@ -276,4 +289,5 @@ __all__ = [
     "SyncSession",
     "SyncSource",
     "disconnected",
+    "never_sent",
 ]
