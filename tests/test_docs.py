@@ -16,7 +16,13 @@ from alkstore.engines.capability_matrix import embed
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_DSN = "postgresql://postgres@localhost/app"
-PAGES = ["README.md", "docs/guide.md", "docs/drivers.md", "docs/workers.md"]
+PAGES = [
+    "README.md",
+    "docs/guide.md",
+    "docs/drivers.md",
+    "docs/workers.md",
+    "docs/deployment.md",
+]
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 
 

@@ -67,9 +67,11 @@ TIMEOUT_SQLSTATES = frozenset({"57014", "55P03"})
 class _Progress:
     """How far one attempt got: what a connection fault leaves behind depends on it."""
 
-    __slots__ = ("committing", "done", "result", "sent")
+    __slots__ = ("borrowed", "committing", "done", "result", "sent")
 
     def __init__(self) -> None:
+        self.borrowed = False
+        """A session was handed out (its connection opened or taken from the pool)."""
         self.sent = 0
         """Statements of the plan handed to the driver."""
         self.committing = False
@@ -91,7 +93,15 @@ def _connection_fault(
     for any other connection fault; False when ``exc`` is no connection fault."""
     if isinstance(exc, DeadlineExceeded):
         raise exc
-    if isinstance(exc, AlkstoreError) or not disconnected(driver, exc):
+    if isinstance(exc, AlkstoreError):
+        return False
+    if not progress.borrowed and not disconnected(driver, exc):
+        # Opening the connection failed otherwise (a DSN the library refuses when it
+        # connects): nothing was sent, and the library's error is not alkstore's type.
+        raise ConnectionFailed(
+            f"{plan.name}: could not open a connection: {_describe(exc)}"
+        ) from exc
+    if not disconnected(driver, exc):
         return False
     sent = progress.sent - (1 if never_sent(driver, exc) else 0)
     untouched = sent <= 0 or (
@@ -233,6 +243,7 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
         progress = _Progress()
         try:
             with source.session() as session:
+                progress.borrowed = True
                 callers = session.in_transaction()
                 if not plan.transaction:
                     result = _drive(session, driver, plan, progress)
@@ -266,6 +277,7 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
         progress = _Progress()
         try:
             async with source.session() as session:
+                progress.borrowed = True
                 callers = session.in_transaction()
                 if not plan.transaction:
                     result = await _drive_async(session, driver, plan, progress)

@@ -31,9 +31,12 @@ def fault_table() -> str:
     return "\n".join(lines)
 
 
-def open_store(dsn: str, variant: str, schema: str, **options: Any) -> StoreHandle:
-    """A store through ``variant`` (a sync view of the async ones) with ``connect`` options."""
-    return StoreHandle(Backend(dsn, "postgres", options=options), variant, schema)
+def open_store(
+    dsn: str, variant: str, schema: str, *, owner: bool = True, **options: Any
+) -> StoreHandle:
+    """A store through ``variant`` (a sync view of the async ones) with ``connect`` options;
+    the ``owner`` drops the schema when closed."""
+    return StoreHandle(Backend(dsn, "postgres", options=options), variant, schema, owner=owner)
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:

@@ -48,6 +48,10 @@ class FaultProxy:
         for sock in sockets:
             with suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                # shutdown first: close alone does not end a pump's recv blocked on it, and
+                # the connection would live on, silent.
+                sock.shutdown(socket.SHUT_RDWR)
+            with suppress(OSError):
                 sock.close()
         return len(sockets)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .redact import redact_dsn
+
 
 class AlkstoreError(Exception):
     """Base class of every error alkstore raises itself."""
@@ -48,10 +50,30 @@ class InvalidOptions(AlkstoreError, ValueError):
     """An option or argument is invalid. Names the field and the value; nothing was written."""
 
     def __init__(self, field: str, value: object, reason: str) -> None:
-        super().__init__(f"{field}={value!r}: {reason}")
+        if field == "dsn" and isinstance(value, str):
+            value = redact_dsn(value)  # no password in any message
+        super().__init__(f"{field}={show_value(value)}: {reason}")
         self.field = field
         self.value = value
         self.reason = reason
+
+
+SHOWN_CHARS = 200
+"""The longest excerpt of a value an error message shows."""
+
+
+def show_value(value: object) -> str:
+    """``repr(value)`` for a message: cut to :data:`SHOWN_CHARS`, and never failing (an int
+    too long to print, a structure nested too deeply, a ``__repr__`` that raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an int of {value.bit_length()} bits>"
+    if isinstance(value, str | bytes) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value)} long)"
+    try:
+        text = repr(value)
+    except Exception as exc:  # RecursionError, ValueError, a broken __repr__
+        return f"<a {type(value).__name__} that cannot be shown: {type(exc).__name__}>"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
 
 
 class UnsupportedByEngine(AlkstoreError):

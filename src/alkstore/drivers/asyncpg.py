@@ -25,7 +25,7 @@ from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.identifiers import quote_ident
 from ..core.plans import Isolation, Row, Statement
 from .base import AsyncListener, AsyncSession, AsyncSource, DriverSettings, ErrorInfo, Notification
-from .common import transaction_sql, wait_timeout
+from .common import invalid_dsn, transaction_sql, wait_timeout
 from .pool import quiet
 
 if TYPE_CHECKING:
@@ -156,8 +156,10 @@ async def _pool_session(
         # Its server session ended while it sat idle (see .pool.quiet): replace it before a
         # statement is sent on it.
         _terminate(conn)
+        # Bounded: after a lost connection asyncpg may wait for a cancellation that never
+        # comes back; at the bound it terminates the connection instead.
         with suppress(Exception):
-            await pool.release(conn)
+            await pool.release(conn, timeout=deadline or CLOSE_TIMEOUT)
         conn = await pool.acquire()
     session = AsyncpgSession(conn, deadline)
     try:
@@ -280,17 +282,31 @@ class AsyncpgDriver:
             kwargs["statement_cache_size"] = 0
         setup = ";".join(settings.session_setup)
 
+        # Bounded like the connect itself: a stalled network must not hang a borrow.
+        bound = settings.call_timeout or settings.connect_timeout
+
         async def init(conn: asyncpg.Connection[Any]) -> None:
             if setup:
-                await conn.execute(setup)
+                await conn.execute(setup, timeout=bound)
 
         async def reset(conn: asyncpg.Connection[Any]) -> None:
             # asyncpg's own reset (RESET ALL among it) undoes the setup: send both at once,
             # in the one round trip a release costs anyway.
             query = ";".join(q for q in (conn.get_reset_query(), setup) if q)
             if query:
-                await conn.execute(query)
+                await conn.execute(query, timeout=bound)
 
+        try:
+            # asyncpg parses the DSN when the pool is created (it opens no connection yet).
+            pool = await self._create_pool(dsn, settings, init, reset, kwargs)
+        except ValueError as exc:
+            raise invalid_dsn(dsn, exc) from None
+        return _OpenedSource(pool, settings.call_timeout)
+
+    @staticmethod
+    async def _create_pool(
+        dsn: str, settings: DriverSettings, init: Any, reset: Any, kwargs: dict[str, Any]
+    ) -> Pool[asyncpg.Record]:
         pool: Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
             min_size=0,
@@ -304,7 +320,7 @@ class AsyncpgDriver:
             reset=reset,
             **kwargs,
         )
-        return _OpenedSource(pool, settings.call_timeout)
+        return pool
 
     def adopt(self, native: object) -> AsyncSource | None:
         """Wrap an ``asyncpg.Connection`` (or pool connection) or ``asyncpg.Pool``, else None."""

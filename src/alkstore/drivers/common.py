@@ -22,6 +22,7 @@ import attrs
 from ..core.errors import InvalidOptions
 from ..core.identifiers import quote_ident
 from ..core.plans import Isolation
+from ..core.redact import redact_dsn
 
 SAVEPOINT = "alkstore_savepoint"
 """The savepoint name nested transactions use.
@@ -137,22 +138,23 @@ def _redact(dsn: str) -> str:
     return redact_dsn(dsn)
 
 
-def redact_dsn(dsn: str) -> str:
-    """``dsn`` with its password (in the URI's user part, or a ``password`` parameter)
-    replaced by ``***``: every message that shows a DSN shows this."""
-    if "://" not in dsn:
-        return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
-    try:
-        parts = urlsplit(dsn)
-        password = parts.password
-    except ValueError:
-        return "<an unparsable DSN>"
-    netloc = parts.netloc
-    if password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = user.partition(":")[0] + ":***@" + host
-    query = re.sub(r"(^|&)(password=)[^&]*", r"\1\2***", parts.query)
-    return parts._replace(netloc=netloc, query=query).geturl()
+def invalid_dsn(dsn: str, exc: Exception) -> InvalidOptions:
+    """The error for a DSN its driver could not parse: the DSN redacted, the driver's reason
+    with the password scrubbed (the driver's own exception is not chained: it may show it)."""
+    reason = str(exc)
+    password = _password(dsn)
+    if password:
+        reason = reason.replace(password, "***")
+    return InvalidOptions("dsn", dsn, f"the driver cannot use it: {reason}")
+
+
+def _password(dsn: str) -> str | None:
+    if "://" in dsn:
+        try:
+            return urlsplit(dsn).password or dsn_parameters(dsn).get("password")
+        except ValueError:
+            return None
+    return dsn_parameters(dsn).get("password")
 
 
 def dsn_parameters(dsn: str) -> dict[str, str]:

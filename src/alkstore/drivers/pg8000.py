@@ -34,7 +34,7 @@ import pg8000.native
 from ..core.errors import DeadlineExceeded, UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
 from .base import DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
-from .common import dsn_parameters, parse_dsn, transaction_sql
+from .common import dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
 from .deadline import WATCHDOG
 from .pool import SyncPool, quiet
 
@@ -219,7 +219,10 @@ class Pg8000Driver:
 
         pg8000 connections run each statement in its own transaction unless one is open.
         """
-        params = parse_dsn(dsn)
+        try:
+            params = parse_dsn(dsn)
+        except ValueError as exc:
+            raise invalid_dsn(dsn, exc) from None
         if params.sslmode in ("verify-ca", "verify-full"):
             raise ValueError("the pg8000 driver cannot verify server certificates (sslmode)")
         startup = _startup_params(dsn, settings)
@@ -236,15 +239,16 @@ class Pg8000Driver:
                 timeout=settings.connect_timeout,
                 startup_params=startup,
             )
-            # pg8000's timeout is the socket's, for the connection's whole life; it is meant
-            # for connecting only: a statement's deadline is the session's (WATCHDOG).
-            conn._usock.settimeout(None)
             try:
                 for sql in settings.session_setup:
                     conn.run(sql)
             except BaseException:
                 conn.close()
                 raise
+            # pg8000's timeout is the socket's, for the connection's whole life; it is meant
+            # for connecting (and the setup) only: a statement's deadline is the session's
+            # (WATCHDOG).
+            conn._usock.settimeout(None)
             return conn
 
         def close(conn: Connection) -> None:

@@ -44,7 +44,7 @@ from .base import (
     SyncSession,
     SyncSource,
 )
-from .common import listen_sql, set_isolation_sql, wait_timeout
+from .common import invalid_dsn, listen_sql, set_isolation_sql, wait_timeout
 from .deadline import WATCHDOG
 from .pool import AsyncPool, SyncPool, quiet
 
@@ -61,7 +61,11 @@ def _connect_kwargs(settings: DriverSettings, dsn: str) -> dict[str, Any]:
     }
     if settings.server_settings:
         # A keyword replaces the DSN's own ``options``: keep those and add ours.
-        options = [str(psycopg.conninfo.conninfo_to_dict(dsn).get("options") or "")]
+        try:
+            dsn_options = psycopg.conninfo.conninfo_to_dict(dsn).get("options")
+        except psycopg.ProgrammingError as exc:
+            raise invalid_dsn(dsn, exc) from None
+        options = [str(dsn_options or "")]
         options += [f"-c {name}={value}" for name, value in settings.server_settings]
         kwargs["options"] = " ".join(o for o in options if o)
     if not settings.prepared_statements:
@@ -285,8 +289,9 @@ class PsycopgSyncDriver:
             conn = psycopg.Connection.connect(dsn, **kwargs)
             _bind_lists_in_binary(conn)
             try:
-                for sql in settings.session_setup:
-                    conn.execute(sql)
+                with _deadline(conn, settings.call_timeout or settings.connect_timeout):
+                    for sql in settings.session_setup:
+                        conn.execute(sql)
             except BaseException:
                 conn.close()
                 raise
@@ -477,8 +482,9 @@ class PsycopgAsyncDriver:
             conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
             _bind_lists_in_binary(conn)
             try:
-                for sql in settings.session_setup:
-                    await conn.execute(sql)
+                with _deadline(conn, settings.call_timeout or settings.connect_timeout):
+                    for sql in settings.session_setup:
+                        await conn.execute(sql)
             except BaseException:
                 await conn.close()
                 raise

@@ -37,9 +37,18 @@ class SchemaMixin(EngineBase):
         s = self.s
         plans: list[Plan[Any]] = []
         if not self.capabilities.advisory_locks:
-            plans.append(self._plan("migrate-bootstrap", self._claim_row_bootstrap))
+
+            def bootstrap() -> Steps[None]:
+                if (yield from self._read_version()) != target:
+                    yield from self._claim_row_bootstrap()
+
+            plans.append(self._plan("migrate-bootstrap", bootstrap))
 
         def steps() -> Steps[int]:
+            # Already current: no lock and no DDL, so a role with only USAGE and DML on the
+            # schema can open a store with the default migrate=True (docs/deployment.md).
+            if (yield from self._read_version()) == target:
+                return target
             if self.capabilities.advisory_locks:
                 # Every wait has a deadline: a session without a lock_timeout (a pooler's, a
                 # DSN's 0) waits for the lock this long at most (see migration_lock_report).
