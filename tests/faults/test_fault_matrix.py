@@ -288,7 +288,6 @@ def test_kill_9_of_workers_mid_job(fault_cluster: TempCluster, variant: str) -> 
             ledger.send(store, n, until)
         workers = [
             _spawn(WORKER, fault_cluster.dsn, spec.name, schema, "1" if spec.is_async else "0")
-            for _ in range(1)
         ]
         try:
             for worker in workers:
