@@ -19,6 +19,7 @@ from alkstore import ConnectionFailed, DeadlineExceeded, MigrationLocked, Statem
 from alkstore.conformance.cluster import TempCluster
 from alkstore.core.plans import Plan, Statement, Steps
 from alkstore.drivers.common import resolve_timeouts
+from alkstore.engines.postgres.schema import LATEST
 
 SLACK = 1.5
 """Seconds a call may end after its deadline on a loaded 2-core machine."""
@@ -107,6 +108,7 @@ def test_migration_waits_boundedly_and_names_the_lock_holder(
 ) -> None:
     schema = _schema()
     owner = open_store(fault_cluster.dsn, variant, schema)
+    owner.set_version(LATEST - 1)  # an upgrade is due: connect() must take the lock
     key = owner.engine._lock_key()
     with psycopg.connect(fault_cluster.dsn, application_name="lock-holder") as holder:
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
@@ -118,4 +120,5 @@ def test_migration_waits_boundedly_and_names_the_lock_holder(
         message = str(info.value)
         assert f"pid {pid}" in message and "'lock-holder'" in message, message
         holder.rollback()
+    owner.set_version(LATEST)
     owner.close()

@@ -243,6 +243,8 @@ def dump_json(field: str, value: Any) -> str | None:
     """JSON text of ``value`` (``None`` stays ``None``), or :class:`InvalidOptions`."""
     if value is None:
         return None
+    if isinstance(value, str) and len(value) > MAX_JSON_CHARS:  # before encoding it all
+        raise InvalidOptions(field, value, f"is over {MAX_JSON_CHARS} characters")
     try:
         text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
