@@ -24,7 +24,15 @@ from asyncpg.pool import Pool
 from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.identifiers import quote_ident
 from ..core.plans import Isolation, Row, Statement
-from .base import AsyncListener, AsyncSession, AsyncSource, DriverSettings, ErrorInfo, Notification
+from .base import (
+    SET_CONFIG,
+    AsyncListener,
+    AsyncSession,
+    AsyncSource,
+    DriverSettings,
+    ErrorInfo,
+    Notification,
+)
 from .common import invalid_dsn, transaction_sql, wait_timeout
 from .pool import quiet
 
@@ -286,13 +294,20 @@ class AsyncpgDriver:
         bound = settings.call_timeout or settings.connect_timeout
 
         async def init(conn: asyncpg.Connection[Any]) -> None:
+            for name, value in settings.server_settings:
+                await conn.execute(SET_CONFIG, name, value, timeout=bound)
             if setup:
                 await conn.execute(setup, timeout=bound)
 
         async def reset(conn: asyncpg.Connection[Any]) -> None:
             # asyncpg's own reset (RESET ALL among it) undoes the setup: send both at once,
-            # in the one round trip a release costs anyway.
-            query = ";".join(q for q in (conn.get_reset_query(), setup) if q)
+            # in the one round trip a release costs anyway. Its RESET ALL would undo the
+            # timeouts too, which need bound values (a round trip each): keep them instead.
+            # (alkstore's plans never SET a session setting, only SET LOCAL.)
+            reset_query = conn.get_reset_query()
+            if settings.server_settings:
+                reset_query = reset_query.replace("RESET ALL;", "")
+            query = ";".join(q for q in (reset_query, setup) if q.strip())
             if query:
                 await conn.execute(query, timeout=bound)
 
@@ -312,10 +327,7 @@ class AsyncpgDriver:
             min_size=0,
             max_size=settings.pool_size,
             timeout=settings.connect_timeout,
-            server_settings={
-                "application_name": settings.application_name,
-                **dict(settings.server_settings),
-            },
+            server_settings={"application_name": settings.application_name},
             init=init,
             reset=reset,
             **kwargs,

@@ -35,8 +35,9 @@ class DriverSettings:
     connect_timeout: float = 10.0
     """Seconds to wait for a connection."""
     server_settings: tuple[tuple[str, str], ...] = ()
-    """Settings sent as startup parameters of every connection the driver opens
-    (``statement_timeout``, ``lock_timeout``)."""
+    """Session settings (``statement_timeout``, ``lock_timeout``) every connection the driver
+    opens sets with ``SELECT set_config($1, $2, false)`` (bound values) right after it
+    connects: not as startup parameters, which PgBouncer refuses."""
     call_timeout: float | None = None
     """Seconds after which a statement on a connection the driver opened is abandoned, its
     connection discarded and :class:`~alkstore.DeadlineExceeded` raised (None: never)."""
@@ -44,6 +45,11 @@ class DriverSettings:
     session_setup: tuple[str, ...] = ()
     """Constant statements (no parameters) run on every connection the driver opens, and
     again wherever the driver's pool resets a connection's session settings."""
+
+
+SET_CONFIG = "SELECT set_config($1::text, $2::text, false)"
+"""How a driver applies each of :attr:`DriverSettings.server_settings` (``$n`` placeholders;
+psycopg's connection ``execute`` takes ``%s``)."""
 
 
 @attrs.frozen
@@ -276,6 +282,7 @@ class DriverSpec:
 
 __all__ = [
     "CONNECTION_SQLSTATES",
+    "SET_CONFIG",
     "AsyncDriver",
     "AsyncListener",
     "AsyncSession",

@@ -229,8 +229,8 @@ class Timeouts:
     connect: float
     """Seconds to wait for a connection."""
     server_settings: tuple[tuple[str, str], ...]
-    """``statement_timeout`` and ``lock_timeout`` (in ms) as startup parameters, for those
-    the DSN does not set itself."""
+    """``statement_timeout`` and ``lock_timeout`` (in ms) for each connection to set, for
+    those the DSN does not set itself."""
     call: float | None
     """Seconds after which a statement's connection is abandoned (None: never)."""
 
@@ -245,8 +245,9 @@ def resolve_timeouts(
 ) -> Timeouts:
     """Each timeout from the ``connect()`` argument, else the DSN, else the default.
 
-    ``server_side`` is false where startup parameters cannot be sent (a transaction pooler,
-    an embedded engine): then only the DSN's own settings and the client deadline apply."""
+    ``server_side`` is false where session settings do not stay with a store (a transaction
+    pooler) or mean nothing (an embedded engine): then only the DSN's own settings and the
+    client deadline apply."""
     params = dsn_parameters(dsn)
     in_dsn = {**option_settings(params.get("options", "")), **params}
     connect = connect_timeout

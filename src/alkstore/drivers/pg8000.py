@@ -33,7 +33,7 @@ import pg8000.native
 
 from ..core.errors import DeadlineExceeded, UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
-from .base import DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
+from .base import SET_CONFIG, DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
 from .common import dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
 from .deadline import WATCHDOG
 from .pool import SyncPool, quiet
@@ -201,12 +201,10 @@ _NOT_STARTUP = frozenset(
 """DSN parameters that are libpq's own, not server settings."""
 
 
-def _startup_params(dsn: str, settings: DriverSettings) -> dict[str, str]:
+def _startup_params(dsn: str) -> dict[str, str]:
     """What libpq would send at startup and pg8000 would not on its own: the DSN's
-    ``options`` and server settings given as parameters, then the store's (which the
-    resolution in :func:`.common.resolve_timeouts` left out where the DSN sets them)."""
-    params = {k: v for k, v in dsn_parameters(dsn).items() if k not in _NOT_STARTUP}
-    return {**params, **dict(settings.server_settings)}
+    ``options`` (and server settings given as parameters)."""
+    return {k: v for k, v in dsn_parameters(dsn).items() if k not in _NOT_STARTUP}
 
 
 class Pg8000Driver:
@@ -225,7 +223,7 @@ class Pg8000Driver:
             raise invalid_dsn(dsn, exc) from None
         if params.sslmode in ("verify-ca", "verify-full"):
             raise ValueError("the pg8000 driver cannot verify server certificates (sslmode)")
-        startup = _startup_params(dsn, settings)
+        startup = _startup_params(dsn)
 
         def connect() -> Connection:
             conn = pg8000.native.Connection(
@@ -240,6 +238,8 @@ class Pg8000Driver:
                 startup_params=startup,
             )
             try:
+                for name, value in settings.server_settings:
+                    conn.execute_unnamed(SET_CONFIG, (name, value))
                 for sql in settings.session_setup:
                     conn.run(sql)
             except BaseException:

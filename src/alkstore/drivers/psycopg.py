@@ -26,7 +26,6 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
-import psycopg.conninfo
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.array import ListBinaryDumper
@@ -34,6 +33,7 @@ from psycopg.types.array import ListBinaryDumper
 from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.plans import Isolation, Row, Statement
 from .base import (
+    SET_CONFIG,
     AsyncListener,
     AsyncSession,
     AsyncSource,
@@ -44,7 +44,7 @@ from .base import (
     SyncSession,
     SyncSource,
 )
-from .common import invalid_dsn, listen_sql, set_isolation_sql, wait_timeout
+from .common import listen_sql, set_isolation_sql, wait_timeout
 from .deadline import WATCHDOG
 from .pool import AsyncPool, SyncPool, quiet
 
@@ -52,22 +52,13 @@ SyncConnection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
 
 
-def _connect_kwargs(settings: DriverSettings, dsn: str) -> dict[str, Any]:
+def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
     kwargs: dict[str, Any] = {
         "autocommit": True,
         # libpq counts whole seconds (and at least 2); round up so the deadline is never short.
         "connect_timeout": max(1, math.ceil(settings.connect_timeout)),
         "application_name": settings.application_name,
     }
-    if settings.server_settings:
-        # A keyword replaces the DSN's own ``options``: keep those and add ours.
-        try:
-            dsn_options = psycopg.conninfo.conninfo_to_dict(dsn).get("options")
-        except psycopg.ProgrammingError as exc:
-            raise invalid_dsn(dsn, exc) from None
-        options = [str(dsn_options or "")]
-        options += [f"-c {name}={value}" for name, value in settings.server_settings]
-        kwargs["options"] = " ".join(o for o in options if o)
     if not settings.prepared_statements:
         kwargs["prepare_threshold"] = None
     return kwargs
@@ -89,6 +80,10 @@ def _deadline(conn: SyncConnection | AsyncConnection, seconds: float | None) -> 
                     "outcome is unknown"
                 ) from exc
             raise
+
+
+_SET_CONFIG = SET_CONFIG.replace("$1", "%s").replace("$2", "%s")
+""":data:`~.base.SET_CONFIG` in the placeholders of psycopg's ``Connection.execute``."""
 
 
 def _bind_lists_in_binary(owner: Any) -> None:
@@ -283,13 +278,15 @@ class PsycopgSyncDriver:
 
     def open(self, dsn: str, settings: DriverSettings) -> SyncSource:
         """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
-        kwargs = _connect_kwargs(settings, dsn)
+        kwargs = _connect_kwargs(settings)
 
         def connect() -> SyncConnection:
             conn = psycopg.Connection.connect(dsn, **kwargs)
             _bind_lists_in_binary(conn)
             try:
                 with _deadline(conn, settings.call_timeout or settings.connect_timeout):
+                    for name, value in settings.server_settings:
+                        conn.execute(_SET_CONFIG, (name, value))
                     for sql in settings.session_setup:
                         conn.execute(sql)
             except BaseException:
@@ -326,7 +323,7 @@ class PsycopgSyncDriver:
 
     def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
         """A listener on a new autocommit connection to ``dsn``."""
-        return PsycopgListener(psycopg.Connection.connect(dsn, **_connect_kwargs(settings, dsn)))
+        return PsycopgListener(psycopg.Connection.connect(dsn, **_connect_kwargs(settings)))
 
 
 # --- async --------------------------------------------------------------------------------
@@ -476,13 +473,15 @@ class PsycopgAsyncDriver:
 
     async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
         """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
-        kwargs = _connect_kwargs(settings, dsn)
+        kwargs = _connect_kwargs(settings)
 
         async def connect() -> AsyncConnection:
             conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
             _bind_lists_in_binary(conn)
             try:
                 with _deadline(conn, settings.call_timeout or settings.connect_timeout):
+                    for name, value in settings.server_settings:
+                        await conn.execute(_SET_CONFIG, (name, value))
                     for sql in settings.session_setup:
                         await conn.execute(sql)
             except BaseException:
@@ -519,7 +518,7 @@ class PsycopgAsyncDriver:
 
     async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
         """A listener on a new autocommit connection to ``dsn``."""
-        conn = await psycopg.AsyncConnection.connect(dsn, **_connect_kwargs(settings, dsn))
+        conn = await psycopg.AsyncConnection.connect(dsn, **_connect_kwargs(settings))
         return AsyncPsycopgListener(conn)
 
 
