@@ -23,6 +23,7 @@ PAGES = [
     "docs/workers.md",
     "docs/dashboard.md",
     "docs/queues.md",
+    "docs/deployment.md",
 ]
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 

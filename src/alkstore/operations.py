@@ -25,7 +25,7 @@ from .core.queries import JobQuery, JobSelector, Match
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .core.targets import IdLike, targets
-from .core.validation import check_queue_name, is_int
+from .core.validation import INT_MAX, check_queue_name, is_int
 
 
 def error_output(error: Any) -> str | None:
@@ -57,8 +57,8 @@ def _nothing_sent(queue: str, found: Queue | None) -> list[uuid.UUID | None]:
 
 
 def _positive(field: str, value: object) -> int:
-    if not is_int(value) or value < 1:  # type: ignore[operator]
-        raise InvalidOptions(field, value, "must be an integer >= 1")
+    if not is_int(value) or not 1 <= value <= INT_MAX:  # type: ignore[operator]
+        raise InvalidOptions(field, value, f"must be an integer from 1 to {INT_MAX}")
     return value  # type: ignore[return-value]
 
 

@@ -9,6 +9,16 @@ A serialization failure inside a transaction the caller owns (their connection, 
 transaction) is never retried: the failure aborted the caller's whole transaction, so only the
 caller can retry it, and it reaches them as the driver raised it (docs/drivers.md,
 "Serialization failures in your transaction").
+
+Connection faults (docs/guarantees.md, "Errors and retries"): a connection that fails before
+any statement of the plan reached the server, or dies inside the plan's own transaction before
+its ``COMMIT`` was sent (the server rolls that back), leaves nothing behind, so the plan is run
+again on a fresh connection, up to :data:`MAX_RECONNECTS` times, and then
+:class:`~alkstore.ConnectionFailed` is raised. A connection that dies after a statement may
+have committed (an autocommit statement, the ``COMMIT`` itself) raises
+:class:`~alkstore.ConnectionLost`: the outcome is unknown. A result the server committed is
+returned even when giving the connection back fails afterwards. The driver's exception is
+always chained.
 """
 
 from __future__ import annotations
@@ -18,7 +28,13 @@ import random
 import time
 from typing import TypeVar
 
-from .core.errors import AlkstoreError
+from .core.errors import (
+    AlkstoreError,
+    ConnectionFailed,
+    ConnectionLost,
+    DeadlineExceeded,
+    StatementTimeout,
+)
 from .core.plans import (
     MAX_SERIALIZATION_RETRIES,
     SERIALIZATION_FAILURE,
@@ -34,9 +50,94 @@ from .drivers.base import (
     SyncDriver,
     SyncSession,
     SyncSource,
+    disconnected,
+    never_sent,
 )
 
 T = TypeVar("T")
+
+MAX_RECONNECTS = 2
+"""Times a plan is run again after its connection failed while nothing of it could have
+committed (a dead pooled connection, a server restart)."""
+
+TIMEOUT_SQLSTATES = frozenset({"57014", "55P03"})
+"""query_canceled (``statement_timeout``) and lock_not_available (``lock_timeout``)."""
+
+
+class _Progress:
+    """How far one attempt got: what a connection fault leaves behind depends on it."""
+
+    __slots__ = ("borrowed", "committing", "done", "result", "sent")
+
+    def __init__(self) -> None:
+        self.borrowed = False
+        """A session was handed out (its connection opened or taken from the pool)."""
+        self.sent = 0
+        """Statements of the plan handed to the driver."""
+        self.committing = False
+        """The plan's own transaction finished its statements; its COMMIT is under way."""
+        self.done = False
+        """The plan's result is final (committed, or no transaction to commit)."""
+        self.result: object = None
+
+
+def _connection_fault(
+    plan: Plan[T],
+    driver: SyncDriver | AsyncDriver,
+    exc: Exception,
+    progress: _Progress,
+    *,
+    callers_transaction: bool,
+) -> bool:
+    """True when the plan may run again (nothing of it took effect); raise the alkstore error
+    for any other connection fault; False when ``exc`` is no connection fault."""
+    if isinstance(exc, DeadlineExceeded):
+        raise exc
+    if isinstance(exc, AlkstoreError):
+        return False
+    if not progress.borrowed and not disconnected(driver, exc):
+        # Opening the connection failed otherwise (a DSN the library refuses when it
+        # connects): nothing was sent, and the library's error is not alkstore's type.
+        raise ConnectionFailed(
+            f"{plan.name}: could not open a connection: {_describe(exc)}"
+        ) from exc
+    if not disconnected(driver, exc):
+        return False
+    sent = progress.sent - (1 if never_sent(driver, exc) else 0)
+    untouched = sent <= 0 or (
+        plan.transaction and not callers_transaction and not progress.committing
+    )
+    if not untouched:
+        stage = "its COMMIT" if progress.committing else f"statement {progress.sent}"
+        raise ConnectionLost(
+            f"{plan.name}: the connection was lost during {stage}; the outcome is unknown "
+            f"(it may or may not have taken effect): {_describe(exc)}"
+        ) from exc
+    if callers_transaction:
+        raise ConnectionFailed(
+            f"{plan.name}: the connection was lost inside your transaction, which the server "
+            f"rolled back; nothing of it took effect: {_describe(exc)}"
+        ) from exc
+    return True
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A connect that timed out: trying again would only multiply the wait."""
+    chain = (exc, exc.__cause__, exc.__context__)
+    return any(
+        isinstance(e, TimeoutError) or type(e).__name__ == "ConnectionTimeout" for e in chain
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+
+
+def _failed(plan: Plan[T], exc: Exception) -> ConnectionFailed:
+    return ConnectionFailed(
+        f"{plan.name}: could not reach the database; nothing took effect, retrying is safe: "
+        f"{_describe(exc)}"
+    )
 
 
 def _translate(
@@ -64,6 +165,11 @@ def _translate(
     mapped = plan.map_error(info.sqlstate, info.constraint)
     if mapped is not None:
         raise mapped from exc
+    if info.sqlstate in TIMEOUT_SQLSTATES:
+        raise StatementTimeout(
+            f"{plan.name}: the server cancelled the statement ({info.sqlstate}: "
+            f"statement_timeout or lock_timeout); it was rolled back: {exc}"
+        ) from exc
     raise exc
 
 
@@ -97,11 +203,15 @@ async def _execute_async(
         raise
 
 
-def _drive(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:
+def _drive(
+    session: SyncSession, driver: SyncDriver, plan: Plan[T], progress: _Progress | None = None
+) -> T:
     gen = plan.steps()
     try:
         statement = next(gen)
         while True:
+            if progress is not None:
+                progress.sent += 1
             statement = gen.send(_execute(session, driver, statement))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
@@ -109,11 +219,15 @@ def _drive(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:
         gen.close()
 
 
-async def _drive_async(session: AsyncSession, driver: AsyncDriver, plan: Plan[T]) -> T:
+async def _drive_async(
+    session: AsyncSession, driver: AsyncDriver, plan: Plan[T], progress: _Progress | None = None
+) -> T:
     gen = plan.steps()
     try:
         statement = next(gen)
         while True:
+            if progress is not None:
+                progress.sent += 1
             statement = gen.send(await _execute_async(session, driver, statement))
     except StopIteration as stop:
         return stop.value  # type: ignore[no-any-return]
@@ -123,17 +237,31 @@ async def _drive_async(session: AsyncSession, driver: AsyncDriver, plan: Plan[T]
 
 def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
     """Run ``plan`` on a session from ``source``."""
-    attempt = 0
+    attempt = reconnects = 0
     while True:
         callers = False
+        progress = _Progress()
         try:
             with source.session() as session:
+                progress.borrowed = True
                 callers = session.in_transaction()
                 if not plan.transaction:
-                    return _drive(session, driver, plan)
-                with session.transaction(plan.isolation):
-                    return _drive(session, driver, plan)
+                    result = _drive(session, driver, plan, progress)
+                else:
+                    with session.transaction(plan.isolation):
+                        result = _drive(session, driver, plan, progress)
+                        progress.committing = True
+                progress.result = result
+                progress.done = True
+            return result
         except Exception as exc:
+            if progress.done:  # committed: a failure to give the connection back changes nothing
+                return progress.result  # type: ignore[return-value]
+            if _connection_fault(plan, driver, exc, progress, callers_transaction=callers):
+                if reconnects == MAX_RECONNECTS or _timed_out(exc):
+                    raise _failed(plan, exc) from exc
+                reconnects += 1
+                continue
             pause = _translate(plan, driver, exc, attempt, callers_transaction=callers)
         if pause is None:
             return _contention_result(plan)
@@ -143,17 +271,31 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
 
 async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> T:
     """Run ``plan`` on a session from ``source``."""
-    attempt = 0
+    attempt = reconnects = 0
     while True:
         callers = False
+        progress = _Progress()
         try:
             async with source.session() as session:
+                progress.borrowed = True
                 callers = session.in_transaction()
                 if not plan.transaction:
-                    return await _drive_async(session, driver, plan)
-                async with session.transaction(plan.isolation):
-                    return await _drive_async(session, driver, plan)
+                    result = await _drive_async(session, driver, plan, progress)
+                else:
+                    async with session.transaction(plan.isolation):
+                        result = await _drive_async(session, driver, plan, progress)
+                        progress.committing = True
+                progress.result = result
+                progress.done = True
+            return result
         except Exception as exc:
+            if progress.done:  # committed: a failure to give the connection back changes nothing
+                return progress.result  # type: ignore[return-value]
+            if _connection_fault(plan, driver, exc, progress, callers_transaction=callers):
+                if reconnects == MAX_RECONNECTS or _timed_out(exc):
+                    raise _failed(plan, exc) from exc
+                reconnects += 1
+                continue
             pause = _translate(plan, driver, exc, attempt, callers_transaction=callers)
         if pause is None:
             return _contention_result(plan)

@@ -19,16 +19,17 @@ import attrs
 
 from .core.contracts import Engine
 from .core.description import ServerInfo
-from .core.errors import InvalidOptions, QueueExists
+from .core.errors import InvalidOptions, QueueExists, StatementTimeout
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import GroupLimit
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
 from .core.states import JobState
 from .core.targets import IdLike
-from .core.validation import int_at_least, schema_name
+from .core.validation import int_at_least, optional_seconds, schema_name
 from .drivers import async_driver, sync_driver
 from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
+from .drivers.common import resolve_timeouts
 from .engines import engine_class
 from .engines.detect import detect_plan
 from .engines.postgres.runtime import runtime_engine
@@ -82,8 +83,17 @@ class Store:
 
     # schema
     def migrate(self) -> int:
-        """Install or upgrade the schema (safe when many processes do it at once)."""
-        return int([self._run(plan) for plan in self.engine.migrate()][-1])
+        """Install or upgrade the schema (safe when many processes do it at once).
+
+        Waiting for another process's migration ends at the lock timeout with
+        :class:`~alkstore.MigrationLocked` naming the session that holds the lock."""
+        try:
+            return int([self._run(plan) for plan in self.engine.migrate()][-1])
+        except StatementTimeout as exc:
+            report = getattr(self.engine, "migration_lock_report", None)
+            if report is None:
+                raise
+            raise self._run(report()) from exc
 
     def schema_version(self) -> int | None:
         """The schema version recorded in the database, None if not installed."""
@@ -485,7 +495,13 @@ class AsyncStore:
 
     async def migrate(self) -> int:
         """See :meth:`Store.migrate`."""
-        return int([await self._run(plan) for plan in self.engine.migrate()][-1])
+        try:
+            return int([await self._run(plan) for plan in self.engine.migrate()][-1])
+        except StatementTimeout as exc:
+            report = getattr(self.engine, "migration_lock_report", None)
+            if report is None:
+                raise
+            raise await self._run(report()) from exc
 
     async def schema_version(self) -> int | None:
         """See :meth:`Store.schema_version`."""
@@ -818,6 +834,9 @@ class ConnectOptions:
     engine_options: Mapping[str, Any] = attrs.field(factory=dict)
     pooler: str | None = attrs.field(default=None, validator=_pooler)
     listen_dsn: str | None = attrs.field(default=None, validator=_listen_dsn)
+    connect_timeout: float | None = attrs.field(default=None, validator=optional_seconds)
+    statement_timeout: float | None = attrs.field(default=None, validator=optional_seconds)
+    lock_timeout: float | None = attrs.field(default=None, validator=optional_seconds)
 
     def listen_at(self, target: Target) -> tuple[str, DriverSettings] | None:
         """Where the worker runtime opens its LISTEN connection: ``listen_dsn`` (straight to
@@ -843,15 +862,26 @@ class ConnectOptions:
     def settings(self, target: Target) -> DriverSettings:
         """Driver settings: one connection, no prepared statements, on single-session engines;
         behind a transaction pooler no prepared statements and no session setup either
-        (docs/engines.md, "PostgreSQL versions and PgBouncer")."""
+        (docs/engines.md, "PostgreSQL versions and PgBouncer"); the timeouts resolved from
+        these options, the DSN and the defaults (docs/deployment.md, "Timeouts")."""
         name = "postgres" if target.requested == AUTO else target.requested
         engine = engine_class(name)
         single = engine.description.capabilities.single_connection
         pooled = self.pooler is not None
+        timeouts = resolve_timeouts(
+            target.dsn or "",
+            connect_timeout=self.connect_timeout,
+            statement_timeout=self.statement_timeout,
+            lock_timeout=self.lock_timeout,
+            server_side=not (single or pooled),
+        )
         return DriverSettings(
             pool_size=1 if single else self.pool_size,
             prepared_statements=not (single or pooled),
             session_setup=() if pooled else engine.session_setup,
+            connect_timeout=timeouts.connect,
+            server_settings=timeouts.server_settings,
+            call_timeout=timeouts.call,
         )
 
     def engine_for(self, target: Target, detected: ServerInfo | None) -> Engine:
@@ -940,6 +970,10 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     - ``listen_dsn``: a ``postgresql://`` URI straight to the server (not through the pooler)
       where the store's workers LISTEN for wake-ups; needed behind a transaction pooler
       (without it they poll there) and for a store on a caller's connection or pool.
+    - ``connect_timeout`` (default: the DSN's, else 10 s), ``statement_timeout`` (default:
+      the DSN's, else 60 s; 0 for none) and ``lock_timeout`` (the DSN's, else 30 s), in
+      seconds: a call whose server does not answer within the larger of the last two plus
+      5 s is abandoned with :class:`~alkstore.DeadlineExceeded` (docs/deployment.md).
     """
     opts = ConnectOptions(**options)
     target = resolve_target(dsn, opts.engine)

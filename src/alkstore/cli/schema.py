@@ -32,8 +32,15 @@ def register(subparsers: Any) -> None:
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    # No statement timeout: building the new indexes of a large job table may take longer
+    # than the per-call default; waiting for the migration lock stays bounded (lock_timeout).
     with alkstore.connect(
-        args.dsn, engine=args.engine, driver=args.driver, schema=args.schema, migrate=False
+        args.dsn,
+        engine=args.engine,
+        driver=args.driver,
+        schema=args.schema,
+        migrate=False,
+        statement_timeout=0,
     ) as store:
         before = store.schema_version()
         if args.dry_run:

@@ -33,10 +33,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from ..core.errors import AlkstoreError
+
 _UNPRIVILEGED_USERS = ("postgres", "nobody")
 
 
-class ClusterError(RuntimeError):
+class ClusterError(AlkstoreError, RuntimeError):
     """The cluster could not be created, started or stopped."""
 
 
@@ -264,9 +266,18 @@ class TempCluster(ThrowawayProcess):
                 f"initdb failed ({result.returncode}):\n{result.stdout}{result.stderr}"
             )
 
-    def _start_server(self) -> None:
+    def restart_immediate(self) -> None:
+        """Stop the server at once (``pg_ctl stop -m immediate``: to its clients, a crash)
+        and start it again on the same port; returns once it accepts connections."""
+        process, port = self._process, self.port
+        if process is None or port is None:
+            raise ClusterError("the cluster is not running")
+        self._stop_server(process)
+        self._start_server(port)
+
+    def _start_server(self, port: int | None = None) -> None:
         assert self.directory is not None
-        port = _free_port()
+        port = port or _free_port()
         settings = {
             "listen_addresses": "127.0.0.1",
             "port": str(port),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .redact import redact_dsn
+
 
 class AlkstoreError(Exception):
     """Base class of every error alkstore raises itself."""
@@ -60,10 +62,30 @@ class InvalidOptions(AlkstoreError, ValueError):
     """An option or argument is invalid. Names the field and the value; nothing was written."""
 
     def __init__(self, field: str, value: object, reason: str) -> None:
-        super().__init__(f"{field}={value!r}: {reason}")
+        if field == "dsn" and isinstance(value, str):
+            value = redact_dsn(value)  # no password in any message
+        super().__init__(f"{field}={show_value(value)}: {reason}")
         self.field = field
         self.value = value
         self.reason = reason
+
+
+SHOWN_CHARS = 200
+"""The longest excerpt of a value an error message shows."""
+
+
+def show_value(value: object) -> str:
+    """``repr(value)`` for a message: cut to :data:`SHOWN_CHARS`, and never failing (an int
+    too long to print, a structure nested too deeply, a ``__repr__`` that raises)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an int of {value.bit_length()} bits>"
+    if isinstance(value, str | bytes) and len(value) > SHOWN_CHARS:
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value)} long)"
+    try:
+        text = repr(value)
+    except Exception as exc:  # RecursionError, ValueError, a broken __repr__
+        return f"<a {type(value).__name__} that cannot be shown: {type(exc).__name__}>"
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} chars)"
 
 
 class UnsupportedByEngine(AlkstoreError):
@@ -105,3 +127,48 @@ class UnsupportedByDriver(AlkstoreError):
 
 class ListenerClosed(AlkstoreError, ConnectionError):
     """A LISTEN/NOTIFY listener's connection is closed or was lost; open a new listener."""
+
+
+# --- connection faults and deadlines (docs/guarantees.md, "Errors and retries") -----------
+
+
+class ConnectionFailed(AlkstoreError, ConnectionError):
+    """The call could not reach the database, or its transaction was rolled back with its
+    connection: nothing it asked for took effect, so retrying it is safe.
+
+    The driver's exception is chained (``__cause__``)."""
+
+    retry_safe = True
+    """Retrying the same call cannot apply it twice."""
+
+
+class ConnectionLost(AlkstoreError, ConnectionError):
+    """The connection died after the call may have reached the server: the outcome is
+    unknown. The call may or may not have taken effect; retry only what is idempotent (a
+    ``send`` with your own job ``id``, a ``complete`` fenced by its :class:`Job`).
+
+    The driver's exception is chained (``__cause__``)."""
+
+    retry_safe = False
+    """The outcome is unknown: a blind retry may apply the call twice."""
+
+
+class DeadlineExceeded(ConnectionLost, TimeoutError):
+    """A call outlived its deadline (a stalled network, an unresponsive server): the
+    connection was abandoned mid-call, so, as with :class:`ConnectionLost`, the outcome is
+    unknown."""
+
+
+class StatementTimeout(AlkstoreError, TimeoutError):
+    """The server cancelled a statement at ``statement_timeout`` or ``lock_timeout``: it was
+    rolled back (with its transaction), so retrying is safe.
+
+    The driver's exception is chained (``__cause__``)."""
+
+    retry_safe = True
+    """Retrying the same call cannot apply it twice."""
+
+
+class MigrationLocked(SchemaVersionError, TimeoutError):
+    """Another session held the migration lock for longer than the lock timeout; the
+    message names it (pid, application_name, client address) so it can be found."""

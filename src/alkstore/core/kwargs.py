@@ -67,6 +67,9 @@ class ConnectKwargs(TypedDict, total=False):
     engine_options: Mapping[str, Any]
     pooler: str | None
     listen_dsn: str | None
+    connect_timeout: float | None
+    statement_timeout: float | None
+    lock_timeout: float | None
 
 
 __all__ = ["ConnectKwargs", "JobOptionsKwargs", "QueueOptionsKwargs"]

@@ -21,6 +21,7 @@ from .errors import InvalidOptions
 from .validation import (
     INT_MAX,
     boolean,
+    delay_seconds,
     int_at_least,
     optional_bool,
     optional_int,
@@ -58,7 +59,7 @@ def _policy(value: object) -> Policy:
 
 
 def _check_delay_max(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    int_at_least(0, optional=True)(inst, attribute, value)
+    delay_seconds(inst, attribute, value)
     if value is not None and inst.retry_backoff is False:
         raise InvalidOptions(attribute.name, value, "only applies with retry_backoff=True")
 
@@ -68,7 +69,7 @@ class QueueOptions:
     """A queue's settings; every job option here is the default for jobs sent to the queue."""
 
     retry_limit: int = attrs.field(default=2, validator=int_at_least(0))
-    retry_delay: int = attrs.field(default=0, validator=int_at_least(0))
+    retry_delay: int = attrs.field(default=0, validator=[int_at_least(0), delay_seconds])
     retry_backoff: bool = attrs.field(default=False, validator=boolean)
     retry_delay_max: int | None = attrs.field(default=None, validator=_check_delay_max)
     expire_seconds: int = attrs.field(default=900, validator=int_at_least(1))
@@ -123,7 +124,14 @@ def _start_after(value: object) -> dt.datetime | float | None:
         raise InvalidOptions(
             "start_after", value, "must be an aware datetime, a timedelta or seconds >= 0"
         )
+    if seconds > MAX_START_AFTER:
+        raise InvalidOptions("start_after", value, f"must be at most {MAX_START_AFTER} seconds")
     return float(seconds)
+
+
+MAX_START_AFTER = INT_MAX
+"""The longest ``start_after`` delay in seconds (68 years): ``now()`` plus it stays a
+timestamp PostgreSQL can store."""
 
 
 def _next_slot(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -151,7 +159,9 @@ class JobOptions:
     priority: int | None = attrs.field(default=None, validator=optional_int)
     start_after: dt.datetime | float | None = attrs.field(default=None, converter=_start_after)
     retry_limit: int | None = attrs.field(default=None, validator=int_at_least(0, optional=True))
-    retry_delay: int | None = attrs.field(default=None, validator=int_at_least(0, optional=True))
+    retry_delay: int | None = attrs.field(
+        default=None, validator=[int_at_least(0, optional=True), delay_seconds]
+    )
     retry_backoff: bool | None = attrs.field(default=None, validator=optional_bool)
     retry_delay_max: int | None = attrs.field(default=None, validator=_check_delay_max)
     expire_seconds: int | None = attrs.field(default=None, validator=int_at_least(1, optional=True))
@@ -244,13 +254,34 @@ def dump_json(field: str, value: Any) -> str | None:
     """JSON text of ``value`` (``None`` stays ``None``), or :class:`InvalidOptions`."""
     if value is None:
         return None
+    if isinstance(value, str) and len(value) > MAX_JSON_CHARS:  # before encoding it all
+        raise InvalidOptions(field, value, f"is over {MAX_JSON_CHARS} characters")
     try:
         text = _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidOptions(field, value, f"is not JSON-serialisable: {exc}") from None
+    except RecursionError:
+        raise InvalidOptions(field, value, "is nested too deeply to serialise") from None
     if "\\u0000" in text and _NUL_ESCAPE.search(text):
         raise InvalidOptions(field, value, "contains a NUL character, which jsonb cannot store")
+    if ("\\ud" in text or "\\uD" in text) and _LONE_SURROGATE.search(text):
+        raise InvalidOptions(field, value, "contains a lone surrogate, which jsonb cannot store")
+    if len(text) > MAX_JSON_CHARS:
+        raise InvalidOptions(
+            field, value, f"is {len(text)} characters of JSON; at most {MAX_JSON_CHARS} are stored"
+        )
     return text
+
+
+_LONE_SURROGATE = re.compile(
+    r"(?<!\\)(?:\\\\)*(?:\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])"
+    r"|(?<![89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+)
+"""A JSON escape of a high surrogate not followed by a low one, or of a low one not preceded
+by a high one: text PostgreSQL's jsonb refuses."""
+
+MAX_JSON_CHARS = 255 * 2**20
+"""The longest JSON text stored (jsonb holds less than 256 MB)."""
 
 
 def _reject_unknown(cls: type, kwargs: Mapping[str, Any]) -> None:

@@ -66,8 +66,35 @@ def optional_text(max_length: int) -> Validator:
             raise InvalidOptions(
                 attribute.name, value, f"must be a non-empty string of at most {max_length} chars"
             )
+        check_storable_text(attribute.name, value)
 
     return check
+
+
+def check_storable_text(field: str, value: str) -> None:
+    """Refuse a string PostgreSQL's ``text`` cannot store: a NUL character, or a lone
+    surrogate (no UTF-8 form)."""
+    if "\x00" in value:
+        raise InvalidOptions(field, value, "contains a NUL character, which text cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidOptions(
+            field, value, "contains a lone surrogate, which has no UTF-8 form"
+        ) from None
+
+
+MAX_DELAY = 365 * 86_400
+"""The longest delay in seconds (``retry_delay``, ``retry_delay_max``): with backoff
+(x 2**16, x 2 jitter) it still stays within PostgreSQL's timestamps."""
+
+
+def delay_seconds(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: ``None`` or an int (not bool) from 0 to :data:`MAX_DELAY`."""
+    if value is not None and (not is_int(value) or not 0 <= value <= MAX_DELAY):
+        raise InvalidOptions(
+            attribute.name, value, f"must be an integer from 0 to {MAX_DELAY} (365 days)"
+        )
 
 
 def check_queue_name(name: object, field: str = "queue") -> str:
@@ -87,11 +114,21 @@ def queue_name(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         check_queue_name(value, attribute.name)
 
 
+RESERVED_SCHEMAS = frozenset({"public", "information_schema"})
+"""Schemas alkstore will not install into: shared with everything else in the database."""
+
+
 def check_schema_name(name: object) -> str:
     """Return ``name`` if it is a valid schema identifier, else raise :class:`InvalidOptions`."""
     if not isinstance(name, str) or not SCHEMA_NAME.fullmatch(name):
         raise InvalidOptions(
             "schema", name, "must be 1-63 lowercase letters, digits or _, not starting with a digit"
+        )
+    if name.startswith("pg_") or name in RESERVED_SCHEMAS:
+        raise InvalidOptions(
+            "schema",
+            name,
+            "is reserved (pg_*, public, information_schema): choose a schema of its own",
         )
     return name
 
@@ -107,3 +144,18 @@ def check_engine_options(allowed: frozenset[str], options: Mapping[str, Any]) ->
     if unknown:
         key = unknown[0]
         raise InvalidOptions(f"engine_options.{key}", options[key], "unknown engine option")
+
+
+MAX_TIMEOUT = 86_400.0 * 24
+"""The longest timeout option, in seconds (PostgreSQL's timeouts are int milliseconds)."""
+
+
+def optional_seconds(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Validator: ``None`` or a finite number of seconds from 0 (no limit) to
+    :data:`MAX_TIMEOUT`."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidOptions(attribute.name, value, "must be a number of seconds")
+    if not 0 <= value <= MAX_TIMEOUT:  # also refuses NaN
+        raise InvalidOptions(attribute.name, value, f"must be from 0 to {MAX_TIMEOUT:g} seconds")

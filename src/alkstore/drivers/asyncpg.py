@@ -15,17 +15,26 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 from asyncpg.pool import Pool
 
-from ..core.errors import ListenerClosed
+from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.identifiers import quote_ident
 from ..core.plans import Isolation, Row, Statement
-from .base import AsyncListener, AsyncSession, AsyncSource, DriverSettings, ErrorInfo, Notification
-from .common import transaction_sql, wait_timeout
+from .base import (
+    SET_CONFIG,
+    AsyncListener,
+    AsyncSession,
+    AsyncSource,
+    DriverSettings,
+    ErrorInfo,
+    Notification,
+)
+from .common import invalid_dsn, transaction_sql, wait_timeout
+from .pool import quiet
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -40,16 +49,38 @@ CLOSE_TIMEOUT = 10.0
 class AsyncpgSession:
     """An :class:`~alkstore.drivers.base.AsyncSession` on one asyncpg connection."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, deadline: float | None = None) -> None:
         self.connection = conn
         """The asyncpg connection (or pool connection proxy) statements run on."""
         self.broken = False
-        """A rollback failed: the connection's state is unknown and it must not be reused."""
+        """A rollback failed or a deadline passed: the connection's state is unknown and it
+        must not be reused."""
+        self.deadline = deadline
+        """Seconds a statement may take before its connection is abandoned (None: no limit)."""
 
     async def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
-        records = await self.connection.fetch(statement.sql, *statement.params)
+        try:
+            records = await self.connection.fetch(
+                statement.sql, *statement.params, timeout=self.deadline
+            )
+        except TimeoutError as exc:
+            raise self._abandoned() from exc
         return [dict(record.items()) for record in records]
+
+    async def _simple(self, sql: str) -> None:
+        try:
+            await self.connection.execute(sql, timeout=self.deadline)
+        except TimeoutError as exc:
+            raise self._abandoned() from exc
+
+    def _abandoned(self) -> DeadlineExceeded:
+        self.broken = True
+        _terminate(self.connection)  # a stalled connection cannot be reset or reused
+        return DeadlineExceeded(
+            f"no answer within {self.deadline:g}s: the connection was abandoned and the "
+            "outcome is unknown"
+        )
 
     def in_transaction(self) -> bool:
         """A transaction is open on the connection (asyncpg has no implicit ones)."""
@@ -60,29 +91,30 @@ class AsyncpgSession:
         """A transaction (a savepoint when the connection already has one open)."""
         conn = self.connection
         sql = transaction_sql(isolation, nested=conn.is_in_transaction())
-        await conn.execute(sql.begin)
+        await self._simple(sql.begin)
         try:
             yield
         except BaseException:
             try:
                 for rollback in sql.rollback:
-                    await conn.execute(rollback)
+                    await self._simple(rollback)
             except BaseException:
                 self.broken = True
             raise
-        await conn.execute(sql.commit)
+        await self._simple(sql.commit)
 
 
 class _OpenedSource:
     """Sessions from an asyncpg pool this driver opened."""
 
-    def __init__(self, pool: Pool[asyncpg.Record]) -> None:
+    def __init__(self, pool: Pool[asyncpg.Record], deadline: float | None = None) -> None:
         self._pool = pool
+        self._deadline = deadline
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """Borrow a session for the duration of the block."""
-        async with _pool_session(self._pool) as session:
+        async with _pool_session(self._pool, self._deadline) as session:
             yield session
 
     async def close(self) -> None:
@@ -124,14 +156,43 @@ class _AdoptedPool:
 
 
 @asynccontextmanager
-async def _pool_session(pool: Pool[asyncpg.Record]) -> AsyncIterator[AsyncpgSession]:
-    async with pool.acquire() as conn:
-        session = AsyncpgSession(conn)
-        try:
-            yield session
-        finally:
-            if session.broken and not conn.is_closed():
-                conn.terminate()  # the pool replaces a closed connection
+async def _pool_session(
+    pool: Pool[asyncpg.Record], deadline: float | None = None
+) -> AsyncIterator[AsyncpgSession]:
+    conn = await pool.acquire()
+    while not _quiet(conn):
+        # Its server session ended while it sat idle (see .pool.quiet): replace it before a
+        # statement is sent on it.
+        _terminate(conn)
+        # Bounded: after a lost connection asyncpg may wait for a cancellation that never
+        # comes back; at the bound it terminates the connection instead.
+        with suppress(Exception):
+            await pool.release(conn, timeout=deadline or CLOSE_TIMEOUT)
+        conn = await pool.acquire()
+    session = AsyncpgSession(conn, deadline)
+    try:
+        yield session
+    finally:
+        if session.broken:
+            _terminate(conn)  # the pool replaces a closed connection
+        # The pool's reset fails when the backend died after the block's last statement;
+        # asyncpg then terminates the connection and will replace it. What the block did
+        # stands: its result, or its own error, must not be replaced by this one.
+        with suppress(Exception):
+            await pool.release(conn)
+
+
+def _terminate(conn: Connection) -> None:
+    # A pool's connection proxy refuses every call once terminating released it.
+    with suppress(asyncpg.InterfaceError):
+        if not conn.is_closed():
+            conn.terminate()
+
+
+def _quiet(conn: Connection) -> bool:
+    transport = getattr(conn, "_transport", None)  # asyncpg exposes no public socket
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    return sock is None or quiet(sock.fileno())
 
 
 async def _close_pool(pool: Pool[asyncpg.Record]) -> None:
@@ -229,17 +290,38 @@ class AsyncpgDriver:
             kwargs["statement_cache_size"] = 0
         setup = ";".join(settings.session_setup)
 
+        # Bounded like the connect itself: a stalled network must not hang a borrow.
+        bound = settings.call_timeout or settings.connect_timeout
+
         async def init(conn: asyncpg.Connection[Any]) -> None:
+            for name, value in settings.server_settings:
+                await conn.execute(SET_CONFIG, name, value, timeout=bound)
             if setup:
-                await conn.execute(setup)
+                await conn.execute(setup, timeout=bound)
 
         async def reset(conn: asyncpg.Connection[Any]) -> None:
             # asyncpg's own reset (RESET ALL among it) undoes the setup: send both at once,
-            # in the one round trip a release costs anyway.
-            query = ";".join(q for q in (conn.get_reset_query(), setup) if q)
+            # in the one round trip a release costs anyway. Its RESET ALL would undo the
+            # timeouts too, which need bound values (a round trip each): keep them instead.
+            # (alkstore's plans never SET a session setting, only SET LOCAL.)
+            reset_query = conn.get_reset_query()
+            if settings.server_settings:
+                reset_query = reset_query.replace("RESET ALL;", "")
+            query = ";".join(q for q in (reset_query, setup) if q.strip())
             if query:
-                await conn.execute(query)
+                await conn.execute(query, timeout=bound)
 
+        try:
+            # asyncpg parses the DSN when the pool is created (it opens no connection yet).
+            pool = await self._create_pool(dsn, settings, init, reset, kwargs)
+        except ValueError as exc:
+            raise invalid_dsn(dsn, exc) from None
+        return _OpenedSource(pool, settings.call_timeout)
+
+    @staticmethod
+    async def _create_pool(
+        dsn: str, settings: DriverSettings, init: Any, reset: Any, kwargs: dict[str, Any]
+    ) -> Pool[asyncpg.Record]:
         pool: Pool[asyncpg.Record] = await asyncpg.create_pool(
             dsn,
             min_size=0,
@@ -250,7 +332,7 @@ class AsyncpgDriver:
             reset=reset,
             **kwargs,
         )
-        return _OpenedSource(pool)
+        return pool
 
     def adopt(self, native: object) -> AsyncSource | None:
         """Wrap an ``asyncpg.Connection`` (or pool connection) or ``asyncpg.Pool``, else None."""
@@ -266,6 +348,22 @@ class AsyncpgDriver:
         if not isinstance(exc, asyncpg.PostgresError):
             return None
         return ErrorInfo(exc.sqlstate, exc.constraint_name)
+
+    def disconnected(self, exc: BaseException) -> bool:
+        """asyncpg's errors for a connection that failed or broke: a closed connection's
+        ``InterfaceError``, the protocol's ``InternalClientError`` (a connection that died
+        mid-message), and the connection errors without a SQLSTATE."""
+        if isinstance(exc, asyncpg.InternalClientError | asyncpg.ConnectionDoesNotExistError):
+            return True
+        return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+    def never_sent(self, exc: BaseException) -> bool:
+        """asyncpg refused to start the statement: the connection was closed already, or its
+        protocol was still busy with a dead session's last message."""
+        text = str(exc)
+        if isinstance(exc, asyncpg.InternalClientError):
+            return text.startswith("cannot switch to state")
+        return isinstance(exc, asyncpg.InterfaceError) and "connection is closed" in text
 
     async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
         """A listener on a new connection to ``dsn`` (not from a pool)."""

@@ -34,10 +34,22 @@ class DriverSettings:
     """Let the client library prepare statements (off for PGlite's shared session)."""
     connect_timeout: float = 10.0
     """Seconds to wait for a connection."""
+    server_settings: tuple[tuple[str, str], ...] = ()
+    """Session settings (``statement_timeout``, ``lock_timeout``) every connection the driver
+    opens sets with ``SELECT set_config($1, $2, false)`` (bound values) right after it
+    connects: not as startup parameters, which PgBouncer refuses."""
+    call_timeout: float | None = None
+    """Seconds after which a statement on a connection the driver opened is abandoned, its
+    connection discarded and :class:`~alkstore.DeadlineExceeded` raised (None: never)."""
     application_name: str = "alkstore"
     session_setup: tuple[str, ...] = ()
     """Constant statements (no parameters) run on every connection the driver opens, and
     again wherever the driver's pool resets a connection's session settings."""
+
+
+SET_CONFIG = "SELECT set_config($1::text, $2::text, false)"
+"""How a driver applies each of :attr:`DriverSettings.server_settings` (``$n`` placeholders;
+psycopg's connection ``execute`` takes ``%s``)."""
 
 
 @attrs.frozen
@@ -202,6 +214,32 @@ class AsyncDriver(Protocol):
         ...
 
 
+CONNECTION_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+"""SQLSTATEs besides class 08 (connection exception) that mean the session is gone:
+admin_shutdown (``pg_terminate_backend``, a fast shutdown), crash_shutdown, cannot_connect_now."""
+
+
+def disconnected(driver: SyncDriver | AsyncDriver, exc: BaseException) -> bool:
+    """Whether ``exc`` means the connection failed or died (rather than the server refusing a
+    statement): an ``OSError``, a connection SQLSTATE, or whatever the driver's optional
+    ``disconnected(exc)`` method recognises (its client library's own connection errors)."""
+    if isinstance(exc, OSError | EOFError):
+        return True
+    check = getattr(driver, "disconnected", None)
+    if check is not None and check(exc):
+        return True
+    info = driver.error_info(exc)
+    state = info.sqlstate if info is not None else None
+    return state is not None and (state.startswith("08") or state in CONNECTION_SQLSTATES)
+
+
+def never_sent(driver: SyncDriver | AsyncDriver, exc: BaseException) -> bool:
+    """Whether ``exc`` was raised before the statement left the client (the connection was
+    known to be closed or broken already), per the driver's optional ``never_sent(exc)``."""
+    check = getattr(driver, "never_sent", None)
+    return bool(check is not None and check(exc))
+
+
 @attrs.frozen(kw_only=True)
 class DriverSpec:
     """A driver as the registry knows it, before its client library is imported.
@@ -243,6 +281,8 @@ class DriverSpec:
 
 
 __all__ = [
+    "CONNECTION_SQLSTATES",
+    "SET_CONFIG",
     "AsyncDriver",
     "AsyncListener",
     "AsyncSession",
@@ -255,4 +295,6 @@ __all__ = [
     "SyncListener",
     "SyncSession",
     "SyncSource",
+    "disconnected",
+    "never_sent",
 ]

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import getpass
 import math
+import re
+import shlex
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import attrs
@@ -20,6 +22,7 @@ import attrs
 from ..core.errors import InvalidOptions
 from ..core.identifiers import quote_ident
 from ..core.plans import Isolation
+from ..core.redact import redact_dsn
 
 SAVEPOINT = "alkstore_savepoint"
 """The savepoint name nested transactions use.
@@ -132,19 +135,157 @@ def parse_dsn(dsn: str) -> ConnectParams:
 
 
 def _redact(dsn: str) -> str:
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
+    return redact_dsn(dsn)
+
+
+def invalid_dsn(dsn: str, exc: Exception) -> InvalidOptions:
+    """The error for a DSN its driver could not parse: the DSN redacted, the driver's reason
+    with the password scrubbed (the driver's own exception is not chained: it may show it)."""
+    reason = str(exc)
+    password = _password(dsn)
+    if password:
+        reason = reason.replace(password, "***")
+    return InvalidOptions("dsn", dsn, f"the driver cannot use it: {reason}")
+
+
+def _password(dsn: str) -> str | None:
+    if "://" in dsn:
+        try:
+            return urlsplit(dsn).password or dsn_parameters(dsn).get("password")
+        except ValueError:
+            return None
+    return dsn_parameters(dsn).get("password")
+
+
+def dsn_parameters(dsn: str) -> dict[str, str]:
+    """The connection parameters a DSN sets besides host, port, user, password and database:
+    a URI's query (``?connect_timeout=5&options=...``) or a ``key=value`` string's pairs."""
+    if "://" in dsn:
+        return {key: values[-1] for key, values in parse_qs(urlsplit(dsn).query).items()}
+    params: dict[str, str] = {}
+    try:
+        words = shlex.split(dsn)
+    except ValueError:
+        return params
+    for word in words:
+        key, sep, value = word.partition("=")
+        if sep:
+            params[key.strip()] = value
+    return params
+
+
+def option_settings(options: str) -> dict[str, str]:
+    """The ``-c name=value`` (or ``--name=value``) settings of a libpq ``options`` string."""
+    found: dict[str, str] = {}
+    try:
+        words = shlex.split(options)
+    except ValueError:
+        return found
+    pending = False
+    for word in words:
+        if word == "-c":
+            pending = True
+            continue
+        if pending:
+            setting = word
+        elif word.startswith("-c") or word.startswith("--"):
+            setting = word[2:]
+        else:
+            continue
+        pending = False
+        name, sep, value = setting.partition("=")
+        if sep:
+            found[name.replace("-", "_")] = value
+    return found
+
+
+_UNITS = {"": 0.001, "ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def pg_seconds(value: str) -> float | None:
+    """A PostgreSQL duration setting (``5000``, ``5s``, ``2min``) in seconds, else None."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|min|h|d|)\s*", value)
+    if match is None:
+        return None
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+DEFAULT_CONNECT_TIMEOUT = 10.0
+"""Seconds to wait for a connection when neither ``connect()`` nor the DSN says."""
+DEFAULT_STATEMENT_TIMEOUT = 60.0
+"""Seconds the server lets one statement of a store run when neither says."""
+DEFAULT_LOCK_TIMEOUT = 30.0
+"""Seconds a statement may wait for a lock when neither says."""
+DEADLINE_GRACE = 5.0
+"""Seconds (at most; no more than the timeout itself) a call may outlast the server's
+timeouts before the client gives up on its connection: time for the server's own
+cancellation to come back."""
+
+
+@attrs.frozen(kw_only=True)
+class Timeouts:
+    """The timeouts a store applies, resolved from ``connect()``, the DSN and the defaults."""
+
+    connect: float
+    """Seconds to wait for a connection."""
+    server_settings: tuple[tuple[str, str], ...]
+    """``statement_timeout`` and ``lock_timeout`` (in ms) for each connection to set, for
+    those the DSN does not set itself."""
+    call: float | None
+    """Seconds after which a statement's connection is abandoned (None: never)."""
+
+
+def resolve_timeouts(
+    dsn: str,
+    *,
+    connect_timeout: float | None,
+    statement_timeout: float | None,
+    lock_timeout: float | None,
+    server_side: bool,
+) -> Timeouts:
+    """Each timeout from the ``connect()`` argument, else the DSN, else the default.
+
+    ``server_side`` is false where session settings do not stay with a store (a transaction
+    pooler) or mean nothing (an embedded engine): then only the DSN's own settings and the
+    client deadline apply."""
+    params = dsn_parameters(dsn)
+    in_dsn = {**option_settings(params.get("options", "")), **params}
+    connect = connect_timeout
+    if connect is None:
+        connect = pg_seconds(in_dsn.get("connect_timeout", "") + "s") or DEFAULT_CONNECT_TIMEOUT
+    settings: list[tuple[str, str]] = []
+    effective: dict[str, float | None] = {}
+    for name, given, default in (
+        ("statement_timeout", statement_timeout, DEFAULT_STATEMENT_TIMEOUT),
+        ("lock_timeout", lock_timeout, DEFAULT_LOCK_TIMEOUT),
+    ):
+        if given is None and name in in_dsn:
+            effective[name] = pg_seconds(in_dsn[name])
+            continue
+        seconds = default if given is None else given
+        effective[name] = seconds if server_side else None
+        if server_side:
+            settings.append((name, str(math.ceil(seconds * 1000))))
+    statement = effective["statement_timeout"]
+    call = None
+    if statement:  # 0 (or unknown) means no limit: no client deadline either
+        longest = max(statement, effective["lock_timeout"] or 0.0)
+        call = longest + min(DEADLINE_GRACE, longest)
+    return Timeouts(connect=float(connect), server_settings=tuple(settings), call=call)
 
 
 __all__ = [
     "SAVEPOINT",
     "ConnectParams",
+    "Timeouts",
     "TransactionSQL",
+    "dsn_parameters",
     "listen_sql",
+    "option_settings",
     "parse_dsn",
+    "pg_seconds",
+    "redact_dsn",
+    "resolve_timeouts",
     "set_isolation_sql",
     "transaction_sql",
     "wait_timeout",

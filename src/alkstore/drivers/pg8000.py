@@ -20,6 +20,7 @@ offers no public way to ask.
 
 from __future__ import annotations
 
+import struct
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,11 +31,12 @@ import pg8000.core
 import pg8000.exceptions
 import pg8000.native
 
-from ..core.errors import UnsupportedByDriver
+from ..core.errors import DeadlineExceeded, UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
-from .base import DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
-from .common import parse_dsn, transaction_sql
-from .pool import SyncPool
+from .base import SET_CONFIG, DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
+from .common import dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
+from .deadline import WATCHDOG
+from .pool import SyncPool, quiet
 
 Connection = Any  # pg8000 is untyped; any pg8000.core.CoreConnection
 
@@ -50,8 +52,8 @@ def _is_open(conn: Connection) -> bool:
 
 
 def _reusable(conn: Connection) -> bool:
-    """Open and not left inside a transaction."""
-    return _is_open(conn) and not _in_transaction(conn)
+    """Open, not left inside a transaction, and its server session still there."""
+    return _is_open(conn) and not _in_transaction(conn) and quiet(conn._usock.fileno())
 
 
 def _array_literal(values: list[Any]) -> str:
@@ -76,11 +78,13 @@ def _params(params: tuple[Any, ...]) -> tuple[Any, ...]:
 class Pg8000Session:
     """A :class:`~alkstore.drivers.base.SyncSession` on one pg8000 connection."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, deadline: float | None = None) -> None:
         self.connection = conn
         """The pg8000 connection statements run on."""
         self.broken = False
         """The connection failed below the SQL level; it must not be reused."""
+        self.deadline = deadline
+        """Seconds a statement may take before its connection is abandoned (None: no limit)."""
 
     def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
@@ -125,26 +129,34 @@ class Pg8000Session:
     def _guard(self) -> Iterator[None]:
         # A DatabaseError is the server's answer and leaves the connection usable; anything
         # else (network error, protocol confusion, interrupt) leaves it in an unknown state.
-        try:
-            yield
-        except pg8000.exceptions.DatabaseError:
-            raise
-        except BaseException:
-            self.broken = True
-            raise
+        fd = self.connection._usock.fileno() if self.deadline is not None else -1
+        with WATCHDOG.guard(fd, self.deadline) as armed:
+            try:
+                yield
+            except pg8000.exceptions.DatabaseError:
+                raise
+            except BaseException as exc:
+                self.broken = True
+                if armed.fired and isinstance(exc, Exception):
+                    raise DeadlineExceeded(
+                        f"no answer within {self.deadline:g}s: the connection was abandoned "
+                        "and the outcome is unknown"
+                    ) from exc
+                raise
 
 
 class _OpenedSource:
     """Sessions from a pool this driver opened."""
 
-    def __init__(self, pool: SyncPool[Connection]) -> None:
+    def __init__(self, pool: SyncPool[Connection], deadline: float | None = None) -> None:
         self._pool = pool
+        self._deadline = deadline
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
         """Borrow a session for the duration of the block."""
         with self._pool.lease() as lease:
-            session = Pg8000Session(lease.connection)
+            session = Pg8000Session(lease.connection, self._deadline)
             try:
                 yield session
             finally:
@@ -182,6 +194,19 @@ def _ssl_context(sslmode: str | None) -> bool | None:
     return None
 
 
+_NOT_STARTUP = frozenset(
+    {"host", "hostaddr", "port", "user", "password", "dbname", "sslmode", "connect_timeout"}
+    | {"application_name", "sslrootcert", "sslcert", "sslkey", "target_session_attrs"}
+)
+"""DSN parameters that are libpq's own, not server settings."""
+
+
+def _startup_params(dsn: str) -> dict[str, str]:
+    """What libpq would send at startup and pg8000 would not on its own: the DSN's
+    ``options`` (and server settings given as parameters)."""
+    return {k: v for k, v in dsn_parameters(dsn).items() if k not in _NOT_STARTUP}
+
+
 class Pg8000Driver:
     """The pg8000 driver."""
 
@@ -192,9 +217,13 @@ class Pg8000Driver:
 
         pg8000 connections run each statement in its own transaction unless one is open.
         """
-        params = parse_dsn(dsn)
+        try:
+            params = parse_dsn(dsn)
+        except ValueError as exc:
+            raise invalid_dsn(dsn, exc) from None
         if params.sslmode in ("verify-ca", "verify-full"):
             raise ValueError("the pg8000 driver cannot verify server certificates (sslmode)")
+        startup = _startup_params(dsn)
 
         def connect() -> Connection:
             conn = pg8000.native.Connection(
@@ -206,23 +235,28 @@ class Pg8000Driver:
                 application_name=settings.application_name,
                 ssl_context=_ssl_context(params.sslmode),
                 timeout=settings.connect_timeout,
+                startup_params=startup,
             )
-            # pg8000's timeout is the socket's, for the connection's whole life; it is meant
-            # for connecting only, and a long statement (a lock wait) must not time out.
-            conn._usock.settimeout(None)
             try:
+                for name, value in settings.server_settings:
+                    conn.execute_unnamed(SET_CONFIG, (name, value))
                 for sql in settings.session_setup:
                     conn.run(sql)
             except BaseException:
                 conn.close()
                 raise
+            # pg8000's timeout is the socket's, for the connection's whole life; it is meant
+            # for connecting (and the setup) only: a statement's deadline is the session's
+            # (WATCHDOG).
+            conn._usock.settimeout(None)
             return conn
 
         def close(conn: Connection) -> None:
             if _is_open(conn):
                 conn.close()
 
-        return _OpenedSource(SyncPool(connect, close, _reusable, settings.pool_size))
+        pool = SyncPool(connect, close, _reusable, settings.pool_size)
+        return _OpenedSource(pool, settings.call_timeout)
 
     def adopt(self, native: object) -> SyncSource | None:
         """Wrap a pg8000 connection (native, dbapi or legacy), else None."""
@@ -236,6 +270,17 @@ class Pg8000Driver:
             return None
         fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
         return ErrorInfo(fields.get("C"), fields.get("n"))
+
+    def disconnected(self, exc: BaseException) -> bool:
+        """pg8000's ``InterfaceError`` (a network error, a closed connection) or a truncated
+        message (``struct.error``)."""
+        return isinstance(exc, pg8000.exceptions.InterfaceError | struct.error)
+
+    def never_sent(self, exc: BaseException) -> bool:
+        """pg8000 refused to send: the connection was closed already."""
+        return isinstance(exc, pg8000.exceptions.InterfaceError) and exc.args == (
+            "connection is closed",
+        )
 
     def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
         """Refused: pg8000 reads notifications only while answering a query, so it cannot

@@ -18,12 +18,16 @@ acquiring task, with a connect timeout) and the asyncpg driver uses it.
 The pools are generic over the connection type: a driver supplies how to open, close and
 check a connection. Connections are reused newest-first (the warmest one). A connection is
 discarded instead of kept when the borrower says so (it saw the connection break) or when the
-driver's ``reusable`` check fails (closed, or left inside a transaction).
+driver's ``reusable`` check fails (closed, or left inside a transaction). The check runs again
+when an idle connection is borrowed, so one whose server session ended while it sat idle (a
+terminated backend, a restarted server: see :func:`quiet`) is replaced before a statement is
+sent on it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
@@ -93,6 +97,22 @@ class SyncPool(Generic[C]):
             self._give_back(lease)
 
     def _borrow(self) -> C:
+        while (conn := self._take_idle()) is not None:
+            if _safe_check(self._reusable, conn):
+                return conn
+            with self._cond:
+                self._open -= 1
+            _safe_close(self._close, conn)
+        try:
+            return self._connect()
+        except BaseException:
+            with self._cond:
+                self._open -= 1
+                self._cond.notify()
+            raise
+
+    def _take_idle(self) -> C | None:
+        """An idle connection, or None once a slot for a new one is reserved."""
         with self._cond:
             while True:
                 if self._closed:
@@ -101,15 +121,8 @@ class SyncPool(Generic[C]):
                     return self._idle.pop()
                 if self._open < self._size:
                     self._open += 1
-                    break
+                    return None
                 self._cond.wait()
-        try:
-            return self._connect()
-        except BaseException:
-            with self._cond:
-                self._open -= 1
-                self._cond.notify()
-            raise
 
     def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
@@ -174,16 +187,11 @@ class AsyncPool(Generic[C]):
             await self._give_back(lease)
 
     async def _borrow(self) -> C:
-        async with self._cond:
-            while True:
-                if self._closed:
-                    raise PoolClosed()
-                if self._idle:
-                    return self._idle.pop()
-                if self._open < self._size:
-                    self._open += 1
-                    break
-                await self._cond.wait()
+        while (conn := await self._take_idle()) is not None:
+            if _safe_check(self._reusable, conn):
+                return conn
+            self._open -= 1
+            await _safe_aclose(self._close, conn)
         try:
             return await self._connect()
         except BaseException:
@@ -192,6 +200,19 @@ class AsyncPool(Generic[C]):
             self._open -= 1
             await self._notify_all()
             raise
+
+    async def _take_idle(self) -> C | None:
+        """An idle connection, or None once a slot for a new one is reserved."""
+        async with self._cond:
+            while True:
+                if self._closed:
+                    raise PoolClosed()
+                if self._idle:
+                    return self._idle.pop()
+                if self._open < self._size:
+                    self._open += 1
+                    return None
+                await self._cond.wait()
 
     async def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
@@ -227,6 +248,18 @@ class AsyncPool(Generic[C]):
             await _safe_aclose(self._close, conn)
 
 
+def quiet(fd: int) -> bool:
+    """Nothing waits to be read on an idle connection's socket.
+
+    An idle session's server sends nothing unprompted (the pools' connections never
+    ``LISTEN``) except when it ends it: a terminated backend sends its FATAL error and closes
+    the socket, a dead server leaves it closed. So a readable or hung-up idle socket is a dead
+    connection, found with one non-blocking ``poll`` and no round trip."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return not poller.poll(0)
+
+
 def _safe_check(reusable: Callable[[C], bool], conn: C) -> bool:
     try:
         return reusable(conn)
@@ -244,4 +277,4 @@ async def _safe_aclose(close: Callable[[C], Awaitable[None]], conn: C) -> None:
         await close(conn)
 
 
-__all__ = ["AsyncPool", "Lease", "PoolClosed", "SyncPool"]
+__all__ = ["AsyncPool", "Lease", "PoolClosed", "SyncPool", "quiet"]

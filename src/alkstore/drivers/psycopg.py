@@ -30,9 +30,10 @@ from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.array import ListBinaryDumper
 
-from ..core.errors import ListenerClosed
+from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.plans import Isolation, Row, Statement
 from .base import (
+    SET_CONFIG,
     AsyncListener,
     AsyncSession,
     AsyncSource,
@@ -44,7 +45,8 @@ from .base import (
     SyncSource,
 )
 from .common import listen_sql, set_isolation_sql, wait_timeout
-from .pool import AsyncPool, SyncPool
+from .deadline import WATCHDOG
+from .pool import AsyncPool, SyncPool, quiet
 
 SyncConnection = psycopg.Connection[Any]
 AsyncConnection = psycopg.AsyncConnection[Any]
@@ -60,6 +62,28 @@ def _connect_kwargs(settings: DriverSettings) -> dict[str, Any]:
     if not settings.prepared_statements:
         kwargs["prepare_threshold"] = None
     return kwargs
+
+
+@contextmanager
+def _deadline(conn: SyncConnection | AsyncConnection, seconds: float | None) -> Iterator[None]:
+    """Abandon the connection if the block outlives ``seconds`` (see :mod:`.deadline`)."""
+    if seconds is None:
+        yield
+        return
+    with WATCHDOG.guard(conn.pgconn.socket, seconds) as armed:
+        try:
+            yield
+        except psycopg.Error as exc:
+            if armed.fired:
+                raise DeadlineExceeded(
+                    f"no answer within {seconds:g}s: the connection was abandoned and the "
+                    "outcome is unknown"
+                ) from exc
+            raise
+
+
+_SET_CONFIG = SET_CONFIG.replace("$1", "%s").replace("$2", "%s")
+""":data:`~.base.SET_CONFIG` in the placeholders of psycopg's ``Connection.execute``."""
 
 
 def _bind_lists_in_binary(owner: Any) -> None:
@@ -82,12 +106,23 @@ def _in_transaction(conn: SyncConnection | AsyncConnection) -> bool:
 
 
 def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
-    """Open, not broken, and not left inside a transaction."""
+    """Open, not broken, not left inside a transaction, and its server session still there."""
     return (
         not conn.closed
         and not conn.broken
         and conn.info.transaction_status == TransactionStatus.IDLE
+        and quiet(conn.pgconn.socket)
     )
+
+
+def _never_sent(exc: BaseException) -> bool:
+    return isinstance(exc, psycopg.OperationalError) and str(exc) == "the connection is closed"
+
+
+def _disconnected(exc: BaseException) -> bool:
+    # psycopg raises OperationalError without a SQLSTATE when the connection failed or broke
+    # ("server closed the connection unexpectedly", "the connection is closed", ...).
+    return isinstance(exc, psycopg.OperationalError) and exc.sqlstate is None
 
 
 # --- sync ---------------------------------------------------------------------------------
@@ -96,15 +131,22 @@ def _reusable(conn: SyncConnection | AsyncConnection) -> bool:
 class PsycopgSession:
     """A :class:`~alkstore.drivers.base.SyncSession` on one psycopg connection."""
 
-    def __init__(self, conn: SyncConnection, *, opened: bool = False) -> None:
+    def __init__(
+        self, conn: SyncConnection, *, opened: bool = False, deadline: float | None = None
+    ) -> None:
         self.connection = conn
         """The psycopg connection statements run on."""
         self.opened = opened
         """Whether the driver opened the connection (and so configured it already)."""
+        self.deadline = deadline
+        """Seconds a statement may take before its connection is abandoned (None: no limit)."""
 
     def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
-        with psycopg.RawCursor(self.connection, row_factory=dict_row) as cur:
+        with (
+            _deadline(self.connection, self.deadline),
+            psycopg.RawCursor(self.connection, row_factory=dict_row) as cur,
+        ):
             if not self.opened:
                 _bind_lists_in_binary(cur)
             cur.execute(statement.sql, statement.params, binary=True)
@@ -118,26 +160,38 @@ class PsycopgSession:
 
     @contextmanager
     def transaction(self, isolation: Isolation | None = None) -> Iterator[None]:
-        """A transaction (a savepoint when the connection already has one open)."""
+        """A transaction (a savepoint when the connection already has one open); its begin
+        and its end each within the deadline, the block between them as long as it takes."""
         conn = self.connection
         nested = conn.info.transaction_status != TransactionStatus.IDLE
-        with conn.transaction():
+        tx = conn.transaction()
+        with _deadline(conn, self.deadline):
+            tx.__enter__()
             if isolation is not None and not nested:
                 conn.execute(set_isolation_sql(isolation))
+        try:
             yield
+        except BaseException as exc:
+            with _deadline(conn, self.deadline):
+                if not tx.__exit__(type(exc), exc, exc.__traceback__):
+                    raise
+        else:
+            with _deadline(conn, self.deadline):
+                tx.__exit__(None, None, None)
 
 
 class _OpenedSource:
     """Sessions from a pool this driver opened."""
 
-    def __init__(self, pool: SyncPool[SyncConnection]) -> None:
+    def __init__(self, pool: SyncPool[SyncConnection], deadline: float | None = None) -> None:
         self._pool = pool
+        self._deadline = deadline
 
     @contextmanager
     def session(self) -> Iterator[SyncSession]:
         """Borrow a session for the duration of the block."""
         with self._pool.lease() as lease:
-            yield PsycopgSession(lease.connection, opened=True)
+            yield PsycopgSession(lease.connection, opened=True, deadline=self._deadline)
 
     def close(self) -> None:
         """Close the connections this source opened."""
@@ -230,8 +284,11 @@ class PsycopgSyncDriver:
             conn = psycopg.Connection.connect(dsn, **kwargs)
             _bind_lists_in_binary(conn)
             try:
-                for sql in settings.session_setup:
-                    conn.execute(sql)
+                with _deadline(conn, settings.call_timeout or settings.connect_timeout):
+                    for name, value in settings.server_settings:
+                        conn.execute(_SET_CONFIG, (name, value))
+                    for sql in settings.session_setup:
+                        conn.execute(sql)
             except BaseException:
                 conn.close()
                 raise
@@ -240,7 +297,8 @@ class PsycopgSyncDriver:
         def close(conn: SyncConnection) -> None:
             conn.close()
 
-        return _OpenedSource(SyncPool(connect, close, _reusable, settings.pool_size))
+        pool = SyncPool(connect, close, _reusable, settings.pool_size)
+        return _OpenedSource(pool, settings.call_timeout)
 
     def adopt(self, native: object) -> SyncSource | None:
         """Wrap a ``psycopg.Connection`` or a ``psycopg_pool.ConnectionPool``, else None."""
@@ -255,6 +313,14 @@ class PsycopgSyncDriver:
         """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
         return _error_info(exc)
 
+    def disconnected(self, exc: BaseException) -> bool:
+        """psycopg's error for a connection that failed or broke."""
+        return _disconnected(exc)
+
+    def never_sent(self, exc: BaseException) -> bool:
+        """psycopg refused to send: the connection was closed already."""
+        return _never_sent(exc)
+
     def open_listener(self, dsn: str, settings: DriverSettings) -> SyncListener:
         """A listener on a new autocommit connection to ``dsn``."""
         return PsycopgListener(psycopg.Connection.connect(dsn, **_connect_kwargs(settings)))
@@ -266,21 +332,26 @@ class PsycopgSyncDriver:
 class AsyncPsycopgSession:
     """An :class:`~alkstore.drivers.base.AsyncSession` on one psycopg async connection."""
 
-    def __init__(self, conn: AsyncConnection, *, opened: bool = False) -> None:
+    def __init__(
+        self, conn: AsyncConnection, *, opened: bool = False, deadline: float | None = None
+    ) -> None:
         self.connection = conn
         """The psycopg connection statements run on."""
         self.opened = opened
         """Whether the driver opened the connection (and so configured it already)."""
+        self.deadline = deadline
+        """Seconds a statement may take before its connection is abandoned (None: no limit)."""
 
     async def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
-        async with psycopg.AsyncRawCursor(self.connection, row_factory=dict_row) as cur:
-            if not self.opened:
-                _bind_lists_in_binary(cur)
-            await cur.execute(statement.sql, statement.params, binary=True)
-            if not _has_rows(cur):
-                return []
-            return await cur.fetchall()
+        with _deadline(self.connection, self.deadline):
+            async with psycopg.AsyncRawCursor(self.connection, row_factory=dict_row) as cur:
+                if not self.opened:
+                    _bind_lists_in_binary(cur)
+                await cur.execute(statement.sql, statement.params, binary=True)
+                if not _has_rows(cur):
+                    return []
+                return await cur.fetchall()
 
     def in_transaction(self) -> bool:
         """A transaction is open, or the connection is not autocommit (the caller's)."""
@@ -288,26 +359,38 @@ class AsyncPsycopgSession:
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
-        """A transaction (a savepoint when the connection already has one open)."""
+        """A transaction (a savepoint when the connection already has one open); see
+        :meth:`PsycopgSession.transaction`."""
         conn = self.connection
         nested = conn.info.transaction_status != TransactionStatus.IDLE
-        async with conn.transaction():
+        tx = conn.transaction()
+        with _deadline(conn, self.deadline):
+            await tx.__aenter__()
             if isolation is not None and not nested:
                 await conn.execute(set_isolation_sql(isolation))
+        try:
             yield
+        except BaseException as exc:
+            with _deadline(conn, self.deadline):
+                if not await tx.__aexit__(type(exc), exc, exc.__traceback__):
+                    raise
+        else:
+            with _deadline(conn, self.deadline):
+                await tx.__aexit__(None, None, None)
 
 
 class _AsyncOpenedSource:
     """Sessions from a pool this driver opened."""
 
-    def __init__(self, pool: AsyncPool[AsyncConnection]) -> None:
+    def __init__(self, pool: AsyncPool[AsyncConnection], deadline: float | None = None) -> None:
         self._pool = pool
+        self._deadline = deadline
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """Borrow a session for the duration of the block."""
         async with self._pool.lease() as lease:
-            yield AsyncPsycopgSession(lease.connection, opened=True)
+            yield AsyncPsycopgSession(lease.connection, opened=True, deadline=self._deadline)
 
     async def close(self) -> None:
         """Close the connections this source opened."""
@@ -396,8 +479,11 @@ class PsycopgAsyncDriver:
             conn = await psycopg.AsyncConnection.connect(dsn, **kwargs)
             _bind_lists_in_binary(conn)
             try:
-                for sql in settings.session_setup:
-                    await conn.execute(sql)
+                with _deadline(conn, settings.call_timeout or settings.connect_timeout):
+                    for name, value in settings.server_settings:
+                        await conn.execute(_SET_CONFIG, (name, value))
+                    for sql in settings.session_setup:
+                        await conn.execute(sql)
             except BaseException:
                 await conn.close()
                 raise
@@ -406,7 +492,8 @@ class PsycopgAsyncDriver:
         async def close(conn: AsyncConnection) -> None:
             await conn.close()
 
-        return _AsyncOpenedSource(AsyncPool(connect, close, _reusable, settings.pool_size))
+        pool = AsyncPool(connect, close, _reusable, settings.pool_size)
+        return _AsyncOpenedSource(pool, settings.call_timeout)
 
     def adopt(self, native: object) -> AsyncSource | None:
         """Wrap a ``psycopg.AsyncConnection`` or ``psycopg_pool.AsyncConnectionPool``, else None."""
@@ -420,6 +507,14 @@ class PsycopgAsyncDriver:
     def error_info(self, exc: BaseException) -> ErrorInfo | None:
         """SQLSTATE and constraint name of a ``psycopg.DatabaseError``, else None."""
         return _error_info(exc)
+
+    def disconnected(self, exc: BaseException) -> bool:
+        """psycopg's error for a connection that failed or broke."""
+        return _disconnected(exc)
+
+    def never_sent(self, exc: BaseException) -> bool:
+        """psycopg refused to send: the connection was closed already."""
+        return _never_sent(exc)
 
     async def open_listener(self, dsn: str, settings: DriverSettings) -> AsyncListener:
         """A listener on a new autocommit connection to ``dsn``."""

@@ -43,6 +43,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Final, Self
 
+from ...core.errors import AlkstoreError
+
 __all__ = [
     "CACHE_ENV",
     "DEFAULT_DATABASE",
@@ -110,7 +112,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class BridgeError(RuntimeError):
+class BridgeError(AlkstoreError, RuntimeError):
     """The PGlite bridge could not be installed, started or stopped; the message says why."""
 
 

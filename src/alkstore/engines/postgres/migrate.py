@@ -6,12 +6,16 @@ import hashlib
 from typing import Any
 
 from ...core.errors import (
+    MigrationLocked,
     SchemaVersionError,
 )
 from ...core.plans import Plan, Statement, Steps, each
 from ...core.records import as_int
 from .base import EngineBase
 from .schema import LATEST, MIGRATIONS
+
+MIGRATION_LOCK_TIMEOUT = 60
+"""Seconds ``migrate`` waits for the migration lock when the session sets no lock_timeout."""
 
 
 class SchemaMixin(EngineBase):
@@ -33,10 +37,26 @@ class SchemaMixin(EngineBase):
         s = self.s
         plans: list[Plan[Any]] = []
         if not self.capabilities.advisory_locks:
-            plans.append(self._plan("migrate-bootstrap", self._claim_row_bootstrap))
+
+            def bootstrap() -> Steps[None]:
+                if (yield from self._read_version()) != target:
+                    yield from self._claim_row_bootstrap()
+
+            plans.append(self._plan("migrate-bootstrap", bootstrap))
 
         def steps() -> Steps[int]:
+            # Already current: no lock and no DDL, so a role with only USAGE and DML on the
+            # schema can open a store with the default migrate=True (docs/deployment.md).
+            if (yield from self._read_version()) == target:
+                return target
             if self.capabilities.advisory_locks:
+                # Every wait has a deadline: a session without a lock_timeout (a pooler's, a
+                # DSN's 0) waits for the lock this long at most (see migration_lock_report).
+                yield Statement(
+                    "SELECT set_config('lock_timeout', $1::text, true) "
+                    "WHERE current_setting('lock_timeout') = '0'",
+                    (f"{MIGRATION_LOCK_TIMEOUT * 1000}ms",),
+                )
                 yield Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key(),))
                 yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
             else:
@@ -64,6 +84,37 @@ class SchemaMixin(EngineBase):
 
         plans.append(self._plan("migrate", steps, transaction=True))
         return plans
+
+    def migration_lock_report(self) -> Plan[MigrationLocked]:
+        """The error for a migration that timed out waiting for the lock, naming the
+        sessions that hold it (from ``pg_locks`` and ``pg_stat_activity``)."""
+        key = self._lock_key()
+        high, low = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+
+        def steps() -> Steps[MigrationLocked]:
+            holders: list[dict[str, Any]] = []
+            if self.capabilities.advisory_locks:
+                holders = yield Statement(
+                    "SELECT a.pid, a.application_name, a.client_addr::text AS client_addr, "
+                    "a.usename::text AS usename, a.state "
+                    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                    "WHERE l.locktype = 'advisory' AND l.granted "
+                    "AND l.classid::bigint = $1::bigint AND l.objid::bigint = $2::bigint "
+                    "AND l.objsubid = 1",
+                    (high, low),
+                )
+            who = "; ".join(
+                f"pid {h['pid']} (application_name {h['application_name']!r}, user "
+                f"{h['usename']!r}, client {h['client_addr'] or 'local or hidden'}, "
+                f"{h['state']})"
+                for h in holders
+            )
+            return MigrationLocked(
+                f"schema {self.schema!r}: timed out waiting for the migration lock (lock_timeout"
+                f"); held by {who or 'a session that has since let it go: try again'}"
+            )
+
+        return self._plan("migration_lock_report", steps)
 
     def _claim_row_bootstrap(self) -> Steps[None]:
         # Concurrent "IF NOT EXISTS" creators can still collide on the catalog's unique

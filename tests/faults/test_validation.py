@@ -1,0 +1,105 @@
+"""Hostile input (issue 13, item 4): refused with InvalidOptions naming field and value before
+anything is written, never a raw error, never a password in the message."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from typing import Any
+
+import pytest
+from faultkit import open_store
+
+from alkstore import InvalidOptions, connect, connect_async
+from alkstore.conformance.cluster import TempCluster
+
+
+def _nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def store(fault_cluster: TempCluster) -> Any:
+    handle = open_store(fault_cluster.dsn, "psycopg", f"v_{uuid.uuid4().hex[:12]}")
+    handle.create_queue("q")
+    yield handle
+    handle.close()
+
+
+@pytest.mark.parametrize(
+    ("call", "field"),
+    [
+        (lambda s: s.send("q", "\ud800"), "data"),
+        (lambda s: s.send("q", {"k": "a\udc00b"}), "data"),
+        (lambda s: s.send("q", _nested(10_000)), "data"),
+        (lambda s: s.send("q", 10**5000), "data"),
+        (lambda s: s.send("q", None, singleton_key="\ud800"), "singleton_key"),
+        (lambda s: s.send("q", None, group_id="a\x00b"), "group_id"),
+        (lambda s: s.send("q", None, start_after=1e13), "start_after"),
+        (lambda s: s.send("q", None, start_after=dt.timedelta.max), "start_after"),
+        (lambda s: s.send("q", None, retry_delay=2**31 - 1, retry_backoff=True), "retry_delay"),
+        (lambda s: s.create_queue("r", retry_delay=2**31 - 1, retry_backoff=True), "retry_delay"),
+        (lambda s: s.fetch("q", batch_size=2**63), "batch_size"),
+    ],
+)
+def test_hostile_input_is_refused_before_anything_is_written(
+    store: Any, call: Any, field: str
+) -> None:
+    before = store.job_count()
+    with pytest.raises(InvalidOptions) as info:
+        call(store)
+    assert info.value.field == field
+    assert len(str(info.value)) < 1000
+    assert store.job_count() == before
+
+
+def test_a_huge_string_is_refused_without_echoing_it(store: Any) -> None:
+    with pytest.raises(InvalidOptions) as info:
+        store.send("q", "x" * (256 * 2**20))
+    assert len(str(info.value)) < 1000
+
+
+@pytest.mark.parametrize("schema", ["public", "information_schema", "pg_temp", "pg_catalog2"])
+def test_reserved_schemas_are_refused(schema: str) -> None:
+    with pytest.raises(InvalidOptions, match="reserved"):
+        connect("postgresql://postgres@127.0.0.1:1/x", schema=schema)
+
+
+DSNS = [
+    "postgresql://u:s3cret-pw@127.0.0.1:notaport/db",
+    "host=127.0.0.1 password=s3cret-pw",
+    "postgresql://u:s3cret-pw@127.0.0.1:1/db?bogus=1",
+    "postgresql://u:s3cret-pw@127.0.0.1:1/db",
+]
+
+
+def _chain(exc: BaseException | None) -> str:
+    text = []
+    while exc is not None:
+        text.append(str(exc))
+        exc = exc.__cause__ or exc.__context__
+    return " <- ".join(text)
+
+
+@pytest.mark.parametrize("dsn", DSNS)
+@pytest.mark.parametrize("driver", ["psycopg", "pg8000", "psycopg-async", "asyncpg"])
+def test_no_password_in_any_message(dsn: str, driver: str) -> None:
+    name = driver.removesuffix("-async")
+    with pytest.raises(Exception) as info:
+        if driver in ("psycopg", "pg8000"):
+            connect(dsn, driver=name, connect_timeout=2)
+        else:
+            asyncio.run(_open_async(dsn, name))
+    from alkstore import AlkstoreError
+
+    assert isinstance(info.value, AlkstoreError), _chain(info.value)
+    assert "s3cret-pw" not in _chain(info.value)
+
+
+async def _open_async(dsn: str, driver: str) -> None:
+    store = await connect_async(dsn, driver=driver, connect_timeout=2)
+    await store.close()
