@@ -152,7 +152,8 @@ def keyed_claim_sql(s: str, policy: Policy, *, ignore_start_after: bool, grouped
             heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
             retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                ELSE j.retry_count + 1 END
-        FROM picked WHERE j.name = picked.name AND j.id = picked.id AND j.state IN {queued}
+        FROM picked WHERE j.name = $1 AND j.name = picked.name AND j.id = picked.id
+            AND j.state IN {queued}
         RETURNING {RETURNED_JOB_COLUMNS}"""
     return "WITH RECURSIVE " + ",\n".join(ctes) + "\n" + update
 
