@@ -223,3 +223,22 @@ def test_drain_emulates_only_when_asked(_bench_dsn: str, tmp_path: Path) -> None
     [row] = plain["results"]
     assert row["engine"] == "yugabytedb"
     check_drained(row, 50)
+
+
+def test_drain_with_telemetry_runs_each_cell_with_and_without(
+    _bench_dsn: str, tmp_path: Path
+) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "drain --jobs 100 --consumers 2 --batch 10 --driver psycopg,asyncpg+work --telemetry",
+    )
+    assert doc["arguments"]["telemetry"] is True
+    rows = doc["results"]
+    for driver in ("psycopg", "asyncpg+work"):
+        assert sorted(r["engine"] for r in rows if r["driver"] == driver) == [
+            "postgres",
+            "postgres [otel]",
+        ]
+    for row in rows:
+        check_drained(row, 100)

@@ -22,6 +22,7 @@ PAGES = [
     "docs/drivers.md",
     "docs/workers.md",
     "docs/dashboard.md",
+    "docs/observability.md",
     "docs/queues.md",
     "docs/deployment.md",
 ]

@@ -232,21 +232,25 @@ def drain(
     consumers: Sequence[int],
     batches: Sequence[int],
     scenarios: Sequence[str] = ("standard",),
+    telemetry: bool = False,
 ) -> dict[str, Any]:
     """``bench drain``: jobs/s, fetch latency, empty fetches, duplicates, peak RSS per cell
-    (per queue policy scenario: ``standard``, ``singleton``, ``key_strict_fifo``)."""
+    (per queue policy scenario: ``standard``, ``singleton``, ``key_strict_fifo``); with
+    ``telemetry``, each cell runs again with OpenTelemetry on (docs/observability.md)."""
     arguments = _arguments(
         engine=engine, drivers=drivers, jobs=jobs, consumers=consumers, batch=batches
     )
     if tuple(scenarios) != ("standard",):
         arguments["scenario"] = list(scenarios)
+    if telemetry:
+        arguments["telemetry"] = True
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows = [
             _drain_one(
                 server,
                 progress,
-                Backend(engine, d, options.emulate, scenario),
+                Backend(engine, d, options.emulate, scenario, measured),
                 jobs,
                 c,
                 b,
@@ -255,6 +259,7 @@ def drain(
             for scenario in scenarios
             for d in drivers
             for c, b in cells(consumers, batches)
+            for measured in ((False, True) if telemetry else (False,))
         ]
         table = Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)
         return Measured({"results": rows}, [table], _throughput_chart(rows))

@@ -26,6 +26,7 @@ from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
 from .progress import Progress
 from .results import Cell, DrainResult
 from .server import drop_schema, prepare_drain
+from .telemetry_bench import instrument_for_bench
 from .work_drain import work_tasks, work_threads
 
 SYNC_DRIVERS = ("psycopg", "pg8000")
@@ -64,6 +65,8 @@ class Backend:
     (``--emulate``), never because of the engine's name: a DSN may reach the real server."""
     scenario: str = "standard"
     """The drained queue's policy (:data:`SCENARIOS`)."""
+    telemetry: bool = False
+    """Instrument the store with OpenTelemetry (:func:`.telemetry_bench.instrument_for_bench`)."""
 
     def __attrs_post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -99,13 +102,15 @@ class Backend:
         engine = f"{self.engine} (emulated)" if self.emulate else self.engine
         if self.scenario != "standard":
             engine = f"{engine} [{self.scenario}, {SCENARIO_KEYS} keys]"
+        if self.telemetry:
+            engine = f"{engine} [otel]"
         return Cell(
             system="alkstore", engine=engine, driver=self.driver, consumers=consumers, batch=batch
         )
 
     def open_sync(self, dsn: str, schema: str, pool_size: int) -> alkstore.Store:
         """A sync store on ``schema`` (migrated)."""
-        return alkstore.connect(
+        store = alkstore.connect(
             dsn,
             engine=self.engine,
             driver=self.base_driver,
@@ -113,10 +118,13 @@ class Backend:
             pool_size=pool_size,
             emulate=self.emulate,
         )
+        if self.telemetry:
+            instrument_for_bench(store)
+        return store
 
     async def open_async(self, dsn: str, schema: str, pool_size: int) -> alkstore.AsyncStore:
         """An async store on ``schema`` (migrated)."""
-        return await alkstore.connect_async(
+        store = await alkstore.connect_async(
             dsn,
             engine=self.engine,
             driver=ASYNC_DRIVERS[self.base_driver],
@@ -124,6 +132,9 @@ class Backend:
             pool_size=pool_size,
             emulate=self.emulate,
         )
+        if self.telemetry:
+            instrument_for_bench(store)
+        return store
 
 
 def alkstore_row(backend: Backend, fields: Mapping[str, Any]) -> dict[str, Any]:

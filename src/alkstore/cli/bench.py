@@ -153,6 +153,12 @@ def register(subparsers: Any) -> None:
         help="comma-separated queue policies: standard, singleton, key_strict_fifo "
         "(100 keys each; default standard)",
     )
+    drain.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="also run each cell with OpenTelemetry on (SDK providers, spans dropped; "
+        "needs alkstore[otel] and opentelemetry-sdk)",
+    )
 
     contention = _subcommand(
         sub,
@@ -280,7 +286,13 @@ def _grid(args: argparse.Namespace) -> dict[str, Any]:
 
 def _drain(args: argparse.Namespace) -> int:
     return _status(
-        commands.drain(_options(args), engine=args.engine, scenarios=args.scenario, **_grid(args))
+        commands.drain(
+            _options(args),
+            engine=args.engine,
+            scenarios=args.scenario,
+            telemetry=args.telemetry,
+            **_grid(args),
+        )
     )
 
 

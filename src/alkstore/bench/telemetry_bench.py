@@ -1,0 +1,36 @@
+"""``bench drain --telemetry``: a store measured by OpenTelemetry the way a deployment would,
+minus the export (docs/observability.md#overhead)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+def instrument_for_bench(store: Any) -> None:
+    """Instrument ``store`` with SDK providers: every span is recorded, ended and handed to a
+    span processor whose exporter drops it; metrics aggregate in an in-memory reader.
+
+    OpenTelemetry is imported here, not at the top, so a drain without telemetry loads none
+    of it."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        BatchSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    from ..telemetry import instrument
+
+    class Dropped(SpanExporter):
+        """An exporter that accepts every span and sends it nowhere."""
+
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(Dropped()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    instrument(store, tracer_provider=tracer_provider, meter_provider=meter_provider)

@@ -1,0 +1,169 @@
+"""The measured versions of a store's methods that :func:`~alkstore.telemetry.instrument`
+puts on an instrumented store: one span and one duration per call, plus counts."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry.trace import Span, SpanKind
+
+from ..core.records import Handoff, Job
+from .instruments import Instruments, base_attributes
+
+KINDS: dict[str, tuple[SpanKind, str]] = {
+    "send": (SpanKind.PRODUCER, "send"),
+    "send_many": (SpanKind.PRODUCER, "send"),
+    "fetch": (SpanKind.CLIENT, "receive"),
+    "complete": (SpanKind.CLIENT, "settle"),
+    "complete_and_fetch": (SpanKind.CLIENT, "settle"),
+    "fail": (SpanKind.CLIENT, "settle"),
+    "process": (SpanKind.CONSUMER, "process"),
+}
+"""Each measured operation's span kind and ``messaging.operation.type``."""
+
+SETTLES = {"complete": "completed", "complete_and_fetch": "completed", "fail": "failed"}
+"""The ``alkstore.outcome`` of the jobs each settling operation counts."""
+
+
+def wrap_sync(name: str, method: Callable[..., Any], tools: Instruments) -> Callable[..., Any]:
+    """The measured version of the sync store method ``name``."""
+    if name == "work":
+
+        @functools.wraps(method)
+        def work(queue: str, handler: Callable[..., Any], **options: Any) -> Any:
+            return method(queue, _process_sync(handler, queue, tools), **options)
+
+        return work
+
+    @functools.wraps(method)
+    def measured(queue: str, *args: Any, **kwargs: Any) -> Any:
+        args = _settled_ids(name, args, kwargs)
+        with _measure(tools, name, queue, args) as span:
+            result = method(queue, *args, **kwargs)
+            _count(tools, name, queue, span, result)
+            return result
+
+    return measured
+
+
+def wrap_async(name: str, method: Callable[..., Any], tools: Instruments) -> Callable[..., Any]:
+    """The measured version of the async store method ``name``."""
+    if name == "work":
+
+        @functools.wraps(method)
+        async def work(queue: str, handler: Callable[..., Any], **options: Any) -> Any:
+            return await method(queue, _process_async(handler, queue, tools), **options)
+
+        return work
+
+    @functools.wraps(method)
+    async def measured(queue: str, *args: Any, **kwargs: Any) -> Any:
+        args = _settled_ids(name, args, kwargs)
+        with _measure(tools, name, queue, args) as span:
+            result = await method(queue, *args, **kwargs)
+            _count(tools, name, queue, span, result)
+            return result
+
+    return measured
+
+
+def _process_sync(handler: Callable[..., Any], queue: str, tools: Instruments) -> Any:
+    # functools.wraps keeps the handler's signature (inspect follows __wrapped__), so the
+    # worker still sees whether it takes a context.
+    @functools.wraps(handler)
+    def process(arg: Any, *rest: Any) -> Any:
+        with _measure(tools, "process", queue, (arg,)):
+            return handler(arg, *rest)
+
+    return process
+
+
+def _process_async(handler: Callable[..., Any], queue: str, tools: Instruments) -> Any:
+    @functools.wraps(handler)
+    async def process(arg: Any, *rest: Any) -> Any:
+        with _measure(tools, "process", queue, (arg,)):
+            result = handler(arg, *rest)
+            return await result if inspect.isawaitable(result) else result
+
+    return process
+
+
+def _settled_ids(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """``args`` with the ids of a settling call as a list (an iterator is read once: here)."""
+    if name not in SETTLES:
+        return args
+    if "ids" in kwargs:
+        kwargs["ids"] = _id_list(kwargs["ids"])
+        return args
+    return (_id_list(args[0]), *args[1:]) if args else args
+
+
+def _id_list(ids: Any) -> Any:
+    return ids if isinstance(ids, uuid.UUID | str | Job) else list(ids)
+
+
+@contextmanager
+def _measure(tools: Instruments, name: str, queue: str, args: tuple[Any, ...]) -> Iterator[Span]:
+    """A span named ``"{name} {queue}"`` and one ``messaging.client.operation.duration``."""
+    kind, op_type = KINDS[name]
+    attributes = base_attributes(queue)
+    attributes["messaging.operation.name"] = name
+    metric_attributes = dict(attributes)
+    attributes["messaging.operation.type"] = op_type
+    if name in SETTLES or name == "process":
+        _describe_messages(attributes, args[0] if args else None)
+    start = time.perf_counter()
+    try:
+        with tools.tracer.start_as_current_span(
+            f"{name} {queue}", kind=kind, attributes=attributes
+        ) as span:
+            yield span
+    except BaseException as exc:
+        metric_attributes["error.type"] = type(exc).__qualname__
+        raise
+    finally:
+        tools.duration.record(time.perf_counter() - start, metric_attributes)
+
+
+def _describe_messages(attributes: dict[str, Any], ids: Any) -> None:
+    """``messaging.message.id`` for one job, ``messaging.batch.message_count`` for a batch."""
+    if isinstance(ids, uuid.UUID | str | Job):
+        attributes["messaging.message.id"] = str(ids.id if isinstance(ids, Job) else ids)
+    elif isinstance(ids, list):
+        attributes["messaging.batch.message_count"] = len(ids)
+
+
+def _count(tools: Instruments, name: str, queue: str, span: Span, result: Any) -> None:
+    """Add what the call did to the span and the counters."""
+    attributes = base_attributes(queue)
+    attributes["messaging.operation.name"] = name
+    if name == "send":
+        if result is None:
+            span.set_attribute("alkstore.refused", True)
+            return
+        span.set_attribute("messaging.message.id", str(result))
+        tools.sent.add(1, attributes)
+    elif name == "send_many":
+        span.set_attribute("messaging.batch.message_count", len(result))
+        tools.sent.add(sum(1 for i in result if i is not None), attributes)
+    elif name == "fetch":
+        _received(tools, span, result, attributes)
+    else:
+        if isinstance(result, Handoff):
+            _received(tools, span, result.jobs, attributes)
+            result = result.completed
+        attributes["alkstore.outcome"] = SETTLES[name]
+        tools.settled.add(int(result), attributes)
+
+
+def _received(tools: Instruments, span: Span, jobs: list[Job], attributes: dict[str, Any]) -> None:
+    if len(jobs) == 1:
+        span.set_attribute("messaging.message.id", str(jobs[0].id))
+    span.set_attribute("alkstore.received.message_count", len(jobs))
+    tools.received.add(len(jobs), attributes)
