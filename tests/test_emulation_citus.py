@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from alkstore.core.options import Policy
 from alkstore.engines.citus import CitusDistributedEngine
 from alkstore.engines.emulation import CITUS_DISTRIBUTED, EmulationRejected, citus_distributed
+from alkstore.engines.postgres.policies import keyed_claim_sql
 from alkstore.engines.postgres.sql import seconds_after
 
 CITUS = CITUS_DISTRIBUTED
@@ -256,6 +258,7 @@ _NOTIFYING_SEND = """WITH changed AS (INSERT INTO "s".job (id, name) SELECT t.id
     SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
 _SCHEDULE_UPSERT = """INSERT INTO "s".schedule (name, key, cron) VALUES ($1, $2, $3)
     ON CONFLICT (name, key) DO UPDATE SET cron = EXCLUDED.cron, updated_on = now()"""
+_KEY_WALK = keyed_claim_sql('"s"', Policy.SINGLETON, ignore_start_after=False, grouped=True)
 ACCEPT += [
     # the statements as the engine now writes them: a boolean column, now() in VALUES
     ("void-cte-column", _NOTIFYING_SEND.replace("p.queue) FROM", "p.queue) IS NULL AS sent FROM")),
@@ -275,6 +278,8 @@ ACCEPT += [
         "UPDATE s.job j SET data = (SELECT q.data FROM s.queue q WHERE q.created_on < now())",
     ),
     ("mutable-in-case", _ENGINE._fetch_sql),
+    # the keyed claim's key walk, its UPDATE routed to the queue's shard
+    ("recursive-cte-across-shards", _KEY_WALK),
     ("stable-with-column", _ENGINE._fetch_sql),
     ("stable-with-column", f"UPDATE s.job j SET state = 'x' WHERE {_SHIFTED_DEADLINE} < now()"),
     (
@@ -288,6 +293,14 @@ ACCEPT += [
     ("stable-with-column", f"UPDATE s.job SET created_on = {seconds_after('created_on', '-$1')}"),
 ]
 REJECT += [
+    # refused by a real Citus 13.2.2 cluster: the UPDATE joined the walk's rows by name only
+    (
+        "recursive-cte-across-shards",
+        _KEY_WALK.replace(
+            "WHERE j.name = $1 AND j.name = picked.name", "WHERE j.name = picked.name"
+        ),
+        "a recursive CTE in an UPDATE",
+    ),
     # both refused by a real Citus 13.2.2 cluster (0A000 and 42P16)
     ("void-cte-column", _NOTIFYING_SEND, "pg_notify(…) as a column"),
     ("mutable-in-do-update", _SCHEDULE_UPSERT, 'INSERT into "schedule"'),

@@ -40,6 +40,27 @@ def _mutable_subquery_across_shards(table: str, column: str) -> Callable[[str], 
     return check
 
 
+_WITH_RECURSIVE = re.compile(r"^\s*WITH\s+RECURSIVE\b", re.I)
+
+
+def _recursive_cte_across_shards(table: str, column: str) -> Callable[[str], str | None]:
+    """A ``WITH RECURSIVE`` statement whose UPDATE or DELETE of ``table`` no ``column = $n``
+    routes to one shard: Citus then plans its CTEs recursively, which refuses a recursive CTE
+    (a query routed to one shard goes to its worker whole, recursive CTE included)."""
+    filters = _equality_filter(column)
+
+    def check(sql: str) -> str | None:
+        norm = normalize(sql)
+        if not _WITH_RECURSIVE.match(norm):
+            return None
+        for what, clauses in _modifications(norm, frozenset({table})):
+            if not filters.search(clauses.get("WHERE", "")):
+                return f"a recursive CTE in an {what} of {table!r} across shards"
+        return None
+
+    return check
+
+
 def _mutable_in_do_update(tables: frozenset[str]) -> Callable[[str], str | None]:
     """A non-IMMUTABLE function in the ``DO UPDATE SET`` (or its ``WHERE``) of an INSERT into
     one of ``tables``."""

@@ -25,6 +25,7 @@ from .citus import (
 from .citus_planning import (
     _mutable_in_do_update,
     _mutable_subquery_across_shards,
+    _recursive_cte_across_shards,
     _void_cte_column,
 )
 from .rules import (
@@ -392,6 +393,15 @@ def citus_distributed(
                 'a FROM clause can only contain immutable functions"; seen on a real cluster)',
                 _CITUS_PUSHDOWN,
                 _mutable_subquery_across_shards(table, column),
+            ),
+            Rule(
+                "recursive-cte-across-shards",
+                "Citus plans the CTEs of a statement not routed to one shard recursively, "
+                'which refuses a recursive CTE ("recursive CTEs are only supported when they '
+                'contain a filter on the distribution column"; seen on a real cluster): filter '
+                "the modification on the distribution column too",
+                _CITUS_TREE + "planner/recursive_planning.c",
+                _recursive_cte_across_shards(table, column),
             ),
             Rule(
                 "mutable-in-do-update",
