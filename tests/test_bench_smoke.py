@@ -18,6 +18,7 @@ import pytest
 from alkstore.bench.measure import Latency, percentile
 from alkstore.cli import main
 from alkstore.conformance.cluster import TempCluster
+from alkstore.conformance.pgbouncer import PgBouncerUnavailable, find_pgbouncer
 
 
 @pytest.fixture(scope="module")
@@ -241,4 +242,20 @@ def test_drain_with_telemetry_runs_each_cell_with_and_without(
             "postgres [otel]",
         ]
     for row in rows:
+        check_drained(row, 100)
+
+
+def test_drain_through_pgbouncer(_bench_dsn: str, tmp_path: Path) -> None:
+    try:
+        find_pgbouncer()
+    except PgBouncerUnavailable as exc:
+        pytest.skip(f"server unavailable: {exc}")
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "drain --pgbouncer --jobs 100 --consumers 2 --batch 10 --driver psycopg,asyncpg",
+    )
+    assert doc["arguments"]["pgbouncer"] is True
+    for row in doc["results"]:
+        assert row["engine"] == "postgres [pgbouncer]"
         check_drained(row, 100)

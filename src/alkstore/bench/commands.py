@@ -79,6 +79,8 @@ class Options:
     """Run the engine behind its emulation guard on stock PostgreSQL (``--emulate``)."""
     pg_version: int | None = None
     """Major version of the throwaway server (``--pg-version``; None: the system's)."""
+    pgbouncer: bool = False
+    """Measured stores connect through a throwaway PgBouncer (``--pgbouncer``; drain only)."""
 
 
 def run(
@@ -89,7 +91,9 @@ def run(
 ) -> dict[str, Any]:
     """Run one command end to end; returns the JSON document it wrote."""
     started = dt.datetime.now(dt.UTC)
-    with bench_server(options.dsn, options.server_settings, options.pg_version) as server:
+    with bench_server(
+        options.dsn, options.server_settings, options.pg_version, options.pgbouncer
+    ) as server:
         label = server.durability.label
         if not server.durability.durable:
             err.print(
@@ -244,13 +248,15 @@ def drain(
         arguments["scenario"] = list(scenarios)
     if telemetry:
         arguments["telemetry"] = True
+    if options.pgbouncer:
+        arguments["pgbouncer"] = True
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows = [
             _drain_one(
                 server,
                 progress,
-                Backend(engine, d, options.emulate, scenario, measured),
+                Backend(engine, d, options.emulate, scenario, measured, server.pooled_dsn),
                 jobs,
                 c,
                 b,

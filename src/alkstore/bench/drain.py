@@ -67,6 +67,9 @@ class Backend:
     """The drained queue's policy (:data:`SCENARIOS`)."""
     telemetry: bool = False
     """Instrument the store with OpenTelemetry (:func:`.telemetry_bench.instrument_for_bench`)."""
+    pooled_dsn: str | None = None
+    """Connect the stores here, through PgBouncer (``pooler="pgbouncer"``), instead of to the
+    DSN the drain is given (which setup and checks keep using)."""
 
     def __attrs_post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -104,6 +107,8 @@ class Backend:
             engine = f"{engine} [{self.scenario}, {SCENARIO_KEYS} keys]"
         if self.telemetry:
             engine = f"{engine} [otel]"
+        if self.pooled_dsn is not None:
+            engine = f"{engine} [pgbouncer]"
         return Cell(
             system="alkstore", engine=engine, driver=self.driver, consumers=consumers, batch=batch
         )
@@ -111,12 +116,13 @@ class Backend:
     def open_sync(self, dsn: str, schema: str, pool_size: int) -> alkstore.Store:
         """A sync store on ``schema`` (migrated)."""
         store = alkstore.connect(
-            dsn,
+            self.pooled_dsn or dsn,
             engine=self.engine,
             driver=self.base_driver,
             schema=schema,
             pool_size=pool_size,
             emulate=self.emulate,
+            pooler="pgbouncer" if self.pooled_dsn else None,
         )
         if self.telemetry:
             instrument_for_bench(store)
@@ -125,12 +131,13 @@ class Backend:
     async def open_async(self, dsn: str, schema: str, pool_size: int) -> alkstore.AsyncStore:
         """An async store on ``schema`` (migrated)."""
         store = await alkstore.connect_async(
-            dsn,
+            self.pooled_dsn or dsn,
             engine=self.engine,
             driver=ASYNC_DRIVERS[self.base_driver],
             schema=schema,
             pool_size=pool_size,
             emulate=self.emulate,
+            pooler="pgbouncer" if self.pooled_dsn else None,
         )
         if self.telemetry:
             instrument_for_bench(store)

@@ -16,6 +16,7 @@ import attrs
 import psycopg
 
 from ..conformance.cluster import TempCluster
+from ..conformance.pgbouncer import TempPgBouncer
 from ..conformance.servers import server_bindir
 from ..engines.postgres.identifiers import quote_schema
 
@@ -64,6 +65,9 @@ class Server:
     temporary: bool
     """Started for this run (and stopped after it)."""
     durability: Durability
+    pooled_dsn: str | None = None
+    """The same database through a throwaway PgBouncer in transaction pooling mode
+    (``--pgbouncer``), where the measured stores connect; setup and checks use ``dsn``."""
 
 
 def admin_connection(dsn: str) -> psycopg.Connection[Any]:
@@ -81,16 +85,37 @@ def read_durability(dsn: str) -> Durability:
     return Durability(**values)
 
 
+PGBOUNCER_POOL_SIZE = 40
+"""Server connections of the benchmark's PgBouncer: more than a cell's consumers, so the
+pooler shares connections between transactions without making consumers wait for one."""
+
+
 @contextlib.contextmanager
 def bench_server(
-    dsn: str | None, settings: Mapping[str, str] | None = None, pg_version: int | None = None
+    dsn: str | None,
+    settings: Mapping[str, str] | None = None,
+    pg_version: int | None = None,
+    pgbouncer: bool = False,
 ) -> Iterator[Server]:
-    """The server at ``dsn``, or a throwaway durable cluster (stopped on exit).
+    """The server at ``dsn``, or a throwaway durable cluster (stopped on exit); with
+    ``pgbouncer``, also a throwaway PgBouncer in front of it (:attr:`Server.pooled_dsn`).
 
     ``settings`` are extra server settings for a throwaway cluster, ``pg_version`` its major
     version (None: the system's; else installed into the cache when missing, see
     :mod:`alkstore.conformance.servers`); a version is refused with ``dsn``.
     """
+    with _server(dsn, settings, pg_version) as server:
+        if not pgbouncer:
+            yield server
+            return
+        with TempPgBouncer(server.dsn, pool_size=PGBOUNCER_POOL_SIZE) as bouncer:
+            yield attrs.evolve(server, pooled_dsn=bouncer.dsn)
+
+
+@contextlib.contextmanager
+def _server(
+    dsn: str | None, settings: Mapping[str, str] | None, pg_version: int | None
+) -> Iterator[Server]:
     if dsn is not None and pg_version is not None:
         raise ValueError("a PostgreSQL version is for the throwaway server: not with a DSN")
     if dsn is not None:

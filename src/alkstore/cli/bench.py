@@ -154,6 +154,12 @@ def register(subparsers: Any) -> None:
         "(100 keys each; default standard)",
     )
     drain.add_argument(
+        "--pgbouncer",
+        action="store_true",
+        help="the measured stores connect through a throwaway PgBouncer in transaction "
+        "pooling mode in front of the server (Debian's pgbouncer, installed when missing)",
+    )
+    drain.add_argument(
         "--telemetry",
         action="store_true",
         help="also run each cell with OpenTelemetry on (SDK providers, spans dropped; "
@@ -251,6 +257,7 @@ def _options(args: argparse.Namespace) -> commands.Options:
         progress=not args.no_progress,
         emulate=getattr(args, "emulate", False),
         pg_version=args.pg_version,
+        pgbouncer=getattr(args, "pgbouncer", False),
     )
 
 
