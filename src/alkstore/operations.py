@@ -356,6 +356,7 @@ class Operations:
             ("heartbeat_expired", e.expire_heartbeats()),
             ("retention_removed", e.remove_expired_retention()),
             ("deleted", e.delete_finished()),
+            ("flows_released", e.release_flows()),
         ]
 
     @staticmethod

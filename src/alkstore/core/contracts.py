@@ -236,6 +236,10 @@ class Engine(Protocol):
         """Delete finished jobs past their deletion time."""
         ...
 
+    def release_flows(self) -> Plan[int]:
+        """Release flow jobs left parked after their last parent completed."""
+        ...
+
     def mark_maintained(self) -> Plan[None]:
         """Record that maintenance ran."""
         ...

@@ -237,3 +237,5 @@ class MaintenanceReport:
     heartbeat_expired: int = 0
     retention_removed: int = 0
     deleted: int = 0
+    flows_released: int = 0
+    """Flow jobs released that a crash had left parked after their last parent completed."""

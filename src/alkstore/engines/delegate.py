@@ -199,6 +199,10 @@ class DelegatingEngine:
         """See :meth:`alkstore.core.contracts.Engine.delete_finished`."""
         return self.inner.delete_finished()
 
+    def release_flows(self) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.release_flows`."""
+        return self.inner.release_flows()
+
     def mark_maintained(self) -> Plan[None]:
         """See :meth:`alkstore.core.contracts.Engine.mark_maintained`."""
         return self.inner.mark_maintained()

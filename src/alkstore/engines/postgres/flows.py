@@ -47,6 +47,10 @@ class FlowsMixin(EngineBase):
         }
 
         refs = {step.job.id: step.ref for step in steps}
+        by_ref = {step.ref: step for step in steps}
+        parent_ids: dict[str, list[uuid.UUID]] = {}
+        for ref in sorted({p for step in steps for p in step.depends_on}):
+            parent_ids.setdefault(by_ref[ref].queue, []).append(by_ref[ref].job.id)
 
         def run() -> Steps[dict[str, uuid.UUID]]:
             for queue_jobs, send in zip(by_queue.values(), sends, strict=True):
@@ -55,6 +59,14 @@ class FlowsMixin(EngineBase):
                 if refused:
                     # Raising ends the transaction: the jobs already inserted are rolled back.
                     raise FlowRefused(refused)
+            # A completion releases children only of jobs marked as flow parents, so that the
+            # completion of any other job never reads the dependency tables.
+            for queue, ids in parent_ids.items():
+                yield Statement(
+                    f"""UPDATE {s}.job SET flow_parent = true
+                    WHERE name = $1 AND id = ANY($2::uuid[])""",
+                    (queue, ids),
+                )
             for queue, ids in blocked_by_queue.items():
                 yield Statement(
                     f"""UPDATE {s}.job SET start_after = 'infinity', keep_until = 'infinity'

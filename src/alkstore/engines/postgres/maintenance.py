@@ -28,6 +28,19 @@ class MaintenanceMixin(EngineBase):
             RETURNING id"""
         return self._single("deletion", sql, (), rowcount)
 
+    def release_flows(self) -> Plan[int]:
+        """Release the flow jobs no parent holds any more but that still wait: left by a crash
+        between the two statements of a completion where the engine changes a table only
+        once per statement (see ``SettleMixin._complete_steps``)."""
+        start = f"coalesce(b.start_at, {seconds_after('now()', 'coalesce(b.delay, 0)')})"
+        sql = f"""UPDATE {self.s}.job j SET start_after = {start},
+                keep_until = {seconds_after(start, "j.retention_seconds")}
+            FROM {self.s}.job_blocked b
+            WHERE b.waiting = 0 AND j.name = b.name AND j.id = b.id
+              AND j.start_after = 'infinity'
+            RETURNING j.id"""
+        return self._single("release_flows", sql, (), rowcount)
+
     def mark_maintained(self) -> Plan[None]:
         """Record when maintenance last ran."""
         return self._single(

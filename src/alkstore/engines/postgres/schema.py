@@ -206,7 +206,7 @@ def _v4(s: str, caps: Capabilities) -> list[str]:
     return [
         f"""ALTER TABLE {s}.job ADD COLUMN source_root_id uuid,
             ADD COLUMN source_created_on timestamptz, ADD COLUMN source_output jsonb,
-            ADD COLUMN dead_letter text""",
+            ADD COLUMN dead_letter text, ADD COLUMN flow_parent bool""",
         f"""CREATE TABLE {s}.job_dependency (
             name text NOT NULL,
             id uuid NOT NULL,

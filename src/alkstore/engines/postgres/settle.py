@@ -32,7 +32,8 @@ def complete_update(s: str, targets_at: int, output: str, *, include_queued: boo
     """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
     ``$targets_at``; with ``include_queued``, queued jobs are completed as well as active
     ones (by bare id: a ``Job`` still completes only its own, active attempt). Returns the
-    ``name`` and ``id`` of each completed job."""
+    ``name``, ``id`` and ``flow_parent`` (true when flow jobs wait for it) of each completed
+    job."""
     where = f"j.state IN {accepted(Operation.COMPLETE)}"
     if include_queued:
         where = (
@@ -43,7 +44,7 @@ def complete_update(s: str, targets_at: int, output: str, *, include_queued: boo
             output = {output}::text::jsonb
         FROM {targets_sql(targets_at)}
         WHERE j.name = $1 AND {where} AND {fence()}
-        RETURNING j.name, j.id"""
+        RETURNING j.name, j.id, j.flow_parent"""
 
 
 def complete_ctes(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
@@ -89,7 +90,8 @@ def release_update(s: str, ready: str) -> str:
 def release_ctes(s: str, done: str) -> str:
     """CTEs releasing, in the statement that completed the jobs of CTE ``done`` (``name``,
     ``id``), the flow jobs that waited for them last (``flow_released``)."""
-    return f"""flow_unblocked AS ({unblock_update(s, f"{done} p")}),
+    parents = f"(SELECT name, id FROM {done} WHERE flow_parent) p"
+    return f"""flow_unblocked AS ({unblock_update(s, parents)}),
         flow_ready AS ({ready_select("flow_unblocked u")}),
         flow_released AS ({release_update(s, "flow_ready r")})"""
 
@@ -119,21 +121,28 @@ class SettleMixin(EngineBase):
             return self._plan(
                 "complete",
                 lambda: self._complete_steps(params, include_queued),
-                transaction=True,
             )
         sql = self._complete_queued_sql if include_queued else self._complete_sql
         return self._single("complete", sql, params, count_of)
 
     def _complete_steps(self, params: tuple[Any, ...], include_queued: bool) -> Steps[int]:
-        """``complete`` as one statement per table, in one transaction: complete, count down
-        the flow jobs waiting for the completed ones, release those waiting for none."""
+        """``complete`` where a statement may change the job table only once: the completion
+        and the countdown of the flow jobs waiting for the completed ones in one statement
+        (two tables), then, only when some flow job waits for no parent any more, a second
+        statement releasing it. No transaction around them: a completion stays one short
+        statement, which serializable engines retry far less than a transaction. A crash
+        between the two leaves a job counted down to zero but still parked; the next
+        maintenance pass releases it (``release_flows``)."""
         s = self.s
-        done = yield Statement(complete_update(s, 2, "$4", include_queued=include_queued), params)
-        if not done:
-            return 0
-        parents = "unnest($1::text[], $2::uuid[]) AS p(name, id)"
-        unblocked = yield Statement(unblock_update(s, parents), columns(done, ("name", "id")))
-        ready = [r for r in unblocked if as_int(r["waiting"]) == 0]
+        parents = "(SELECT name, id FROM done WHERE flow_parent) p"
+        done = complete_update(s, 2, "$4", include_queued=include_queued)
+        rows = yield Statement(
+            f"""WITH done AS ({done}), flow_unblocked AS ({unblock_update(s, parents)})
+            SELECT d.n, u.* FROM (SELECT count(*) AS n FROM done) d
+            LEFT JOIN flow_unblocked u ON true""",
+            params,
+        )
+        ready = [r for r in rows if r["name"] is not None and as_int(r["waiting"]) == 0]
         if ready:
             source = (
                 "unnest($1::text[], $2::uuid[], $3::timestamptz[], $4::float8[], $5::int[]) "
@@ -143,7 +152,7 @@ class SettleMixin(EngineBase):
                 f"WITH flow_ready AS ({ready_select(source)}) {release_update(s, 'flow_ready r')}",
                 (*columns(ready, ("name", "id", "start_at", "delay")), [0] * len(ready)),
             )
-        return len(done)
+        return as_int(rows[0]["n"])
 
     def touch(self, queue: str, targets: Targets) -> Plan[int]:
         """Heartbeat: ``heartbeat_on = now()`` for active jobs."""
