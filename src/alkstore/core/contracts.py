@@ -39,6 +39,13 @@ class TestHooks(Protocol):
         """How many jobs the schema holds, in every queue and state."""
         ...
 
+    def set_job_columns(
+        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | None]
+    ) -> Plan[int]:
+        """Store ``values`` (column or field name -> value) in one job as they are, skipping
+        validation: a row as an older version stored it. How many jobs changed (0 or 1)."""
+        ...
+
     def reset(self) -> Plan[None]:
         """Delete every job and queue (the schema stays installed)."""
         ...

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from ...core.plans import Plan, Row, Statement, Steps, single
@@ -71,6 +72,16 @@ class PostgresTestHooks:
         )
         sql = f"SELECT {JOB_FIELDS}, {ages} FROM {self.s}.job"
         return self._single("test-job-rows", sql, (), lambda rows: rows)
+
+    def set_job_columns(
+        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | None]
+    ) -> Plan[int]:
+        """Store ``values`` in columns of one job as they are, past validation."""
+        names = list(values)
+        sets = ", ".join(f"{quote_ident(c)} = ${n}" for n, c in enumerate(names, 3))
+        sql = f"UPDATE {self.s}.job SET {sets} WHERE name = $1 AND id = $2 RETURNING id"
+        params = (queue, job_id, *(values[c] for c in names))
+        return self._single("test-set-job-columns", sql, params, len)
 
     def job_count(self) -> Plan[int]:
         """How many jobs the schema holds."""

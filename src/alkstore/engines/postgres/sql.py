@@ -13,6 +13,7 @@ from ...core.plans import Row
 from ...core.records import as_int
 from ...core.states import TRANSITIONS, Operation
 from ...core.targets import Targets
+from ...core.validation import MAX_DELAY
 from .schema import in_list
 
 JOB_COLUMNS = (
@@ -66,8 +67,24 @@ def seconds_after(moment: str, seconds: str) -> str:
     24 hours, so shifting the UTC wall-clock time is the same arithmetic, and IMMUTABLE.
     ``now()`` itself may appear as ``moment``: without column arguments Citus evaluates it
     once on the coordinator. A NULL ``seconds`` gives NULL, as the plain sum would.
+
+    ``seconds`` is capped at :data:`MAX_SHIFT_SECONDS`, so no row can make the sum overflow
+    (22008): a row stored before validation bounded its options (``retry_delay`` 2**31 - 1
+    with backoff) would otherwise fail every statement that touches it, maintenance for all
+    queues included. ``LEAST`` skips NULLs, so the cap is made NULL with ``seconds``: the cap
+    times ``abs(sign(seconds))``, which is 0 only where ``seconds`` is 0 and the minimum is 0
+    anyway (no ``+``: the emulated Citus check reads one as ``timestamptz + interval``).
     """
-    return f"timezone('UTC', timezone('UTC', {moment}) + {seconds} * interval '1 second')"
+    value = f"({seconds})::float8"
+    capped = f"LEAST({value}, {MAX_SHIFT_SECONDS}::float8 * abs(sign({value})))"
+    return f"timezone('UTC', timezone('UTC', {moment}) + {capped} * interval '1 second')"
+
+
+MAX_SHIFT_SECONDS = MAX_DELAY * 2**17
+"""The longest shift :func:`seconds_after` applies: the longest retry delay valid options
+compute (:data:`~alkstore.core.validation.MAX_DELAY` x 2**16 backoff x 2 jitter, about
+131,000 years), so valid rows are never capped, while now + the cap + any int retention stays
+far below PostgreSQL's last timestamp (year 294276) and an interval's range."""
 
 
 def fence(alias: str = "t") -> str:
