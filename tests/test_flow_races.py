@@ -61,3 +61,28 @@ def test_two_parents_completed_concurrently_release_the_child_once(pg_dsn, schem
         child = store.get_job("q", ids["c"])
         assert child.start_after < child.keep_until < dt.datetime.max.replace(tzinfo=dt.UTC)
         assert [j.id for j in store.fetch("q")] == [ids["c"]]
+
+
+def test_maintenance_releases_a_flow_job_a_crash_left_parked(pg_dsn, schema_name):
+    # The state a crash between a completion's two statements leaves on engines that change
+    # a table once per statement: the countdown reached zero, the job still waits.
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        store.create_queue("q")
+        ids = store.flow(
+            [
+                {"ref": "a", "queue": "q", "data": 1},
+                {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
+            ]
+        )
+        [parent] = store.fetch("q", batch_size=5)
+        assert store.complete("q", parent) == 1
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(
+                f"UPDATE \"{schema_name}\".job SET start_after = 'infinity', "
+                "keep_until = 'infinity' WHERE id = %s",
+                (ids["b"],),
+            )
+        assert store.fetch("q") == []
+        assert store.maintain().flows_released == 1
+        assert [job.id for job in store.fetch("q")] == [ids["b"]]
+        assert store.maintain().flows_released == 0
