@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...core.plans import Plan, rowcount
+from ...core.plans import Plan, Statement, Steps, rowcount
 from ...core.states import FINISHED, QUEUED
 from .base import EngineBase
 from .schema import in_list
@@ -32,14 +32,29 @@ class MaintenanceMixin(EngineBase):
         """Release the flow jobs no parent holds any more but that still wait: left by a crash
         between the two statements of a completion where the engine changes a table only
         once per statement (see ``SettleMixin._complete_steps``)."""
-        start = f"coalesce(b.start_at, {seconds_after('now()', 'coalesce(b.delay, 0)')})"
-        sql = f"""UPDATE {self.s}.job j SET start_after = {start},
+        # Two statements, not a COALESCE of the two starts: sharded Citus refuses now() inside
+        # COALESCE in an UPDATE of a distributed table.
+        starts = (
+            ("b.start_at IS NOT NULL", "b.start_at"),
+            ("b.start_at IS NULL", seconds_after("now()", "coalesce(b.delay, 0)")),
+        )
+        sqls = [
+            f"""UPDATE {self.s}.job j SET start_after = {start},
                 keep_until = {seconds_after(start, "j.retention_seconds")}
             FROM {self.s}.job_blocked b
-            WHERE b.waiting = 0 AND j.name = b.name AND j.id = b.id
+            WHERE b.waiting = 0 AND {which} AND j.name = b.name AND j.id = b.id
               AND j.start_after = 'infinity'
             RETURNING j.id"""
-        return self._single("release_flows", sql, (), rowcount)
+            for which, start in starts
+        ]
+
+        def steps() -> Steps[int]:
+            released = 0
+            for sql in sqls:
+                released += len((yield Statement(sql)))
+            return released
+
+        return self._plan("release_flows", steps)
 
     def mark_maintained(self) -> Plan[None]:
         """Record when maintenance last ran."""
