@@ -192,3 +192,32 @@ def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
                   AND j.policy = '{policy.value}' AND j.state IN {blocking} AND {k} = keys.k)
               {"AND " + due.replace("j.", "h.") if fifo else ""})""",
     ]
+
+
+# The states whose jobs of a key a job entering a queued state would collide with, per policy
+# (the partial unique indexes of schema v3); library constants, never user input.
+_COLLIDING = {
+    "created": {"short": "('created')", "stately": "('created')"},
+    "retry": {"stately": "('retry')"},
+}
+_EXCLUSIVE = "('created', 'retry', 'active')"
+
+
+def fits_policy(s: str, new_state: str, moving_from: str) -> str:
+    """A condition on job ``j`` (one of the target ids ``$2``, now in a state of
+    ``moving_from``) that holds when moving it to ``new_state`` breaks no policy.
+
+    It fails when another job of the key already holds the slot, or when a target of lower id
+    in the same call takes it first: such a job is left as it is (counted as not changed),
+    never a unique violation (docs/queues.md).
+    """
+    by_policy = {**_COLLIDING[new_state], "exclusive": _EXCLUSIVE}
+    held = " OR ".join(
+        f"(j.policy = '{policy}' AND o.state IN {states})" for policy, states in by_policy.items()
+    )
+    policies = ", ".join(f"'{p}'" for p in by_policy)
+    return f"""NOT (j.policy IN ({policies}) AND EXISTS (SELECT 1 FROM {s}.job o
+        WHERE o.name = j.name AND o.policy = j.policy AND o.id <> j.id
+          AND coalesce(o.singleton_key, '') = coalesce(j.singleton_key, '')
+          AND ({held} OR (o.id = ANY($2::uuid[]) AND o.id < j.id
+              AND o.state IN {moving_from}))))"""
