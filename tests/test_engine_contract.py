@@ -190,8 +190,10 @@ def test_settle_operations_accept_the_states_of_the_transition_table(operation):
     sql = next(plan.steps()).sql
     states = TRANSITIONS[operation][0]
     assert f"j.state IN {in_list(states)}" in sql
+    # The policy guard of resume and retry reads the states of the key's other jobs.
+    own = sql.split("WHERE", 1)[1].split("NOT (j.policy IN", 1)[0]
     for state in set(JobState) - states:
-        assert f"'{state}'" not in sql.split("WHERE", 1)[1]
+        assert f"'{state}'" not in own
 
 
 def test_the_suite_reaches_the_database_only_through_test_hooks():

@@ -507,8 +507,13 @@ class Model:
     def resume(self, queue: str, ids: ModelIds) -> int:
         """cancelled -> created: due now, or at its ``start_after`` if that is still ahead
         (cancel + resume never skips a pending backoff); ``keep_until`` moves with it."""
-        changed = self._select(queue, ids, frozenset({JobState.CANCELLED}), fenced=False)
-        for job in changed:
+        # In id order: of jobs of one key a policy admits only one of, the lowest id moves.
+        found = self._select(queue, ids, frozenset({JobState.CANCELLED}), fenced=False)
+        changed = []
+        for job in sorted(found, key=lambda j: j.id):
+            if self._policy_refuses(queue, job.singleton_key):
+                continue
+            changed.append(job)
             job.state = JobState.CREATED
             job.completed_on = None
             job.start_after = max(job.start_after, self.now)
@@ -519,8 +524,12 @@ class Model:
 
     def retry(self, queue: str, ids: ModelIds) -> int:
         """failed -> retry, due now, with one more attempt (``retry_limit + 1``)."""
-        changed = self._select(queue, ids, frozenset({JobState.FAILED}), fenced=False)
-        for job in changed:
+        found = self._select(queue, ids, frozenset({JobState.FAILED}), fenced=False)
+        changed = []
+        for job in sorted(found, key=lambda j: j.id):
+            if self._policy_refuses(queue, job.singleton_key, JobState.RETRY):
+                continue
+            changed.append(job)
             job.state = JobState.RETRY
             job.retry_limit += 1
             job.completed_on = None
@@ -743,7 +752,8 @@ class Model:
     def _fail_all(self, jobs: list[ModelJob], output: Any) -> None:
         """The shared failing path of ``fail``, expiry and heartbeat timeouts (one statement)."""
         seq = self._next_seq()
-        for job in jobs:
+        # In id order: of the stately jobs of one key failed at once, the lowest id retries.
+        for job in sorted(jobs, key=lambda j: j.id):
             if job.retry_count < job.retry_limit and not self._stately_retry_taken(job):
                 low, high = retry_delay_bounds(
                     retry_delay=job.retry_delay,
@@ -765,7 +775,12 @@ class Model:
                 self._dead_letter(job, dead_letter, seq)
 
     def _dead_letter(self, job: ModelJob, dlq: str, seq: int) -> None:
-        """Insert the dead-letter copy of ``job`` into ``dlq`` (settings from the DLQ)."""
+        """Insert the dead-letter copy of ``job`` into ``dlq`` (settings from the DLQ); a
+        copy the DLQ's policy refuses is recorded in the job's output instead."""
+        if self._policy_refuses(dlq, job.singleton_key):
+            output = job.output if isinstance(job.output, dict) else {"output": job.output}
+            job.output = {**output, "dead_letter_refused": dlq}
+            return
         self._dead_letters_made += 1
         copy_id = uuid.uuid5(DEAD_LETTER_NAMESPACE, str(self._dead_letters_made))
         opts = self.queues[dlq]
@@ -907,12 +922,15 @@ class Model:
             raise QueueNotFound(name)
         self.paused.discard(name)
 
-    def _policy_refuses(self, queue: str, singleton_key: str | None) -> bool:
-        """Whether the queue's policy refuses a new created job of ``singleton_key``."""
+    def _policy_refuses(
+        self, queue: str, singleton_key: str | None, state: JobState = JobState.CREATED
+    ) -> bool:
+        """Whether the queue's policy refuses one more job of ``singleton_key`` in ``state``
+        (``created`` or ``retry``)."""
         policy = self.queues[queue].policy
         blocking = {
-            Policy.SHORT: {JobState.CREATED},
-            Policy.STATELY: {JobState.CREATED},
+            Policy.SHORT: {JobState.CREATED} & {state},
+            Policy.STATELY: {state},
             Policy.EXCLUSIVE: {JobState.CREATED, JobState.RETRY, JobState.ACTIVE},
         }.get(policy)
         if not blocking:

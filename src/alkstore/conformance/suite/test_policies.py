@@ -178,3 +178,120 @@ def test_invalid_policy_options_name_field_and_value(alkstore_store):
         alkstore_store.create_queue("q", concurrency_limit=0)
     assert err.value.field == "concurrency_limit"
     assert alkstore_store.queues() == []
+
+
+@pytest.mark.parametrize("dlq_policy", ["short", "stately", "exclusive"])
+def test_a_dead_letter_copy_the_dlq_policy_refuses_is_recorded_on_the_failed_job(
+    alkstore_store, dlq_policy
+):
+    alkstore_store.create_queue("dlq", policy=dlq_policy)
+    alkstore_store.create_queue("q", retry_limit=0, dead_letter="dlq")
+    first, second = (alkstore_store.send("q", i, singleton_key="k") for i in range(2))
+    alkstore_store.fetch("q", batch_size=2)
+    # Both fail in one call: the dead-letter queue takes one copy of key k, refuses the other.
+    assert alkstore_store.fail("q", [first, second], {"message": "boom"}) == 2
+    jobs = [alkstore_store.get_job("q", i) for i in (first, second)]
+    assert [j.state for j in jobs] == ["failed", "failed"]
+    assert len(alkstore_store.find_jobs("dlq")) == 1
+    refused = [j for j in jobs if "dead_letter_refused" in j.output]
+    assert len(refused) == 1
+    assert refused[0].output == {"message": "boom", "dead_letter_refused": "dlq"}
+    # A later failure is refused too while the copy waits; a non-object output is wrapped.
+    third = alkstore_store.send("q", 3, singleton_key="k")
+    alkstore_store.fetch("q")
+    assert alkstore_store.fail("q", third, "plain") == 1
+    assert alkstore_store.get_job("q", third).output == {
+        "output": "plain",
+        "dead_letter_refused": "dlq",
+    }
+
+
+def test_redrive_leaves_in_the_dlq_the_jobs_the_target_policy_refuses(alkstore_store):
+    alkstore_store.create_queue("dlq")
+    alkstore_store.create_queue("q", policy="short")
+    alkstore_store.send_many("dlq", [{"data": i, "singleton_key": "k"} for i in range(3)])
+    assert alkstore_store.redrive("dlq", to="q") == 1
+    assert len(alkstore_store.find_jobs("q")) == 1
+    assert len(alkstore_store.find_jobs("dlq")) == 2
+    alkstore_store.fetch("q")
+    assert alkstore_store.redrive("dlq", to="q") == 1
+    assert len(alkstore_store.find_jobs("dlq")) == 1
+
+
+def test_stately_failing_two_jobs_of_a_key_at_once_retries_one(alkstore_store):
+    alkstore_store.create_queue("q", policy="stately", retry_limit=3, retry_delay=600)
+    a = alkstore_store.send("q", "a", singleton_key="k")
+    (job_a,) = alkstore_store.fetch("q")
+    b = alkstore_store.send("q", "b", singleton_key="k")
+    # b is created, a active: a bare-id fail takes both; only one may hold the retry slot.
+    assert alkstore_store.fail("q", [a, b], "boom") == 2
+    states = sorted(state(alkstore_store, "q", i) for i in (a, b))
+    assert states == [JobState.FAILED, JobState.RETRY]
+    assert job_a.id == a
+
+
+def test_stately_fail_of_a_key_in_any_target_order_retries_one(alkstore_store):
+    alkstore_store.create_queue("q", policy="stately", retry_limit=3, retry_delay=600)
+    # The second job's created slot frees when the first becomes active.
+    alkstore_store.send("q", "a", singleton_key="k")
+    alkstore_store.fetch("q")
+    alkstore_store.send("q", "b", singleton_key="k")
+    ids = [j.id for j in alkstore_store.find_jobs("q")]
+    assert alkstore_store.fail("q", list(reversed(ids)), "boom") == 2
+    assert sorted(state(alkstore_store, "q", i) for i in ids) == [
+        JobState.FAILED,
+        JobState.RETRY,
+    ]
+
+
+def test_retry_that_would_break_a_policy_changes_nothing(alkstore_store):
+    alkstore_store.create_queue("q", policy="stately", retry_limit=0)
+    failed = []
+    for data in ("a", "b"):
+        alkstore_store.send("q", data, singleton_key="k")
+        (job,) = alkstore_store.fetch("q")
+        alkstore_store.fail("q", job, "boom")
+        failed.append(job.id)
+    # One retry slot per key: of two failed jobs retried at once, one takes it.
+    assert alkstore_store.retry("q", failed) == 1
+    assert sorted(state(alkstore_store, "q", i) for i in failed) == [
+        JobState.FAILED,
+        JobState.RETRY,
+    ]
+    # The slot is still held: retrying the other one changes nothing.
+    other = next(i for i in failed if state(alkstore_store, "q", i) is JobState.FAILED)
+    assert alkstore_store.retry("q", other) == 0
+    assert state(alkstore_store, "q", other) is JobState.FAILED
+
+
+@pytest.mark.parametrize("policy", ["short", "stately", "exclusive"])
+def test_resume_that_would_break_a_policy_changes_nothing(alkstore_store, policy):
+    alkstore_store.create_queue("q", policy=policy)
+    first = alkstore_store.send("q", 1, singleton_key="k")
+    alkstore_store.cancel("q", first)
+    second = alkstore_store.send("q", 2, singleton_key="k")
+    alkstore_store.cancel("q", second)
+    assert alkstore_store.resume("q", [first, second]) == 1
+    waiting = alkstore_store.find_jobs("q", queued=True)
+    assert len(waiting) == 1
+    assert alkstore_store.resume("q", [first, second]) == 0
+    alkstore_store.delete_jobs("q", waiting[0].id)
+    assert alkstore_store.resume("q", [first, second]) == 1
+
+
+def test_a_flow_job_waiting_for_its_parents_holds_its_key_on_a_short_queue(alkstore_store):
+    alkstore_store.create_queue("parents")
+    alkstore_store.create_queue("q", policy="short")
+    ids = alkstore_store.flow(
+        [
+            {"ref": "a", "queue": "parents", "data": 1},
+            {"ref": "b", "queue": "q", "data": 2, "singleton_key": "k", "depends_on": ["a"]},
+        ]
+    )
+    assert alkstore_store.fetch("q") == []  # b waits for a...
+    assert alkstore_store.send("q", 3, singleton_key="k") is None  # ...holding key k
+    (parent,) = alkstore_store.fetch("parents")
+    alkstore_store.complete("parents", parent)
+    (child,) = alkstore_store.fetch("q")
+    assert child.id == ids["b"]
+    assert alkstore_store.send("q", 3, singleton_key="k") is not None

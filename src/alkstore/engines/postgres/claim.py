@@ -202,7 +202,12 @@ class ClaimMixin(QueueHintsMixin):
             if rules.plain and options.plain:
                 rows = yield Statement(self._fetch_sql, (queue, batch_size))
                 return (yield from self._claimed_jobs(queue, rows))
-            sql = self._keyed_sql(rules.policy, options.ignore_start_after, groups is not None)
+            sql = self._keyed_sql(
+                rules.policy,
+                options.ignore_start_after,
+                groups is not None,
+                rules.concurrency_limit is not None,
+            )
             params: tuple[Any, ...] = (queue, batch_size, rules.concurrency_limit)
             if groups is not None:
                 params += group_params
@@ -214,15 +219,21 @@ class ClaimMixin(QueueHintsMixin):
         return self._plan("fetch", steps, transaction=True, on_contention=list)
 
     @functools.cached_property
-    def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool], str]:
+    def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool, bool], str]:
         return {}
 
-    def _keyed_sql(self, policy: Policy, ignore_start_after: bool, grouped: bool) -> str:
+    def _keyed_sql(
+        self, policy: Policy, ignore_start_after: bool, grouped: bool, limited: bool
+    ) -> str:
         """The keyed claim statement of one shape, built once per engine."""
-        shape = (policy, ignore_start_after, grouped)
+        shape = (policy, ignore_start_after, grouped, limited)
         if shape not in self._keyed_sqls:
             self._keyed_sqls[shape] = keyed_claim_sql(
-                self.s, policy, ignore_start_after=ignore_start_after, grouped=grouped
+                self.s,
+                policy,
+                ignore_start_after=ignore_start_after,
+                grouped=grouped,
+                limited=limited,
             )
         return self._keyed_sqls[shape]
 

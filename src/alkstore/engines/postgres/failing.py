@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 from typing import Any
@@ -39,9 +40,13 @@ WILL_RETRY = "j.retry_count < j.retry_limit"
 
 # The stately retry bypass (docs/queues.md): a stately queue holds one retry job per key, so an
 # attempt that would retry while another job of its key waits for its retry fails for good.
+# Of several targets of one key failed in one call ($2 holds their ids), only the lowest id may
+# take the retry slot; the others fail for good (never a unique violation).
 STATELY_RETRY_TAKEN = """(j.policy = 'stately' AND EXISTS (SELECT 1 FROM {s}.job o
-    WHERE o.name = j.name AND o.state = 'retry' AND o.policy = 'stately' AND o.id <> j.id
-      AND coalesce(o.singleton_key, '') = coalesce(j.singleton_key, '')))"""
+    WHERE o.name = j.name AND o.policy = 'stately' AND o.id <> j.id
+      AND coalesce(o.singleton_key, '') = coalesce(j.singleton_key, '')
+      AND (o.state = 'retry' OR (o.id = ANY($2::uuid[]) AND o.id < j.id
+          AND o.state IN {fail_from} AND o.retry_count < o.retry_limit))))"""
 
 
 RETRY_AT = seconds_after("now()", RETRY_DELAY_SQL)
@@ -89,7 +94,7 @@ class FailMixin(EngineBase):
         return self._plan(
             "fail",
             lambda: self._fail_steps(source, where, "$5", params),
-            transaction=not self.capabilities.multi_mutation_cte,
+            transaction=True,
         )
 
     def expire(self) -> Plan[int]:
@@ -129,7 +134,7 @@ class FailMixin(EngineBase):
             params = (*found, jitters(len(rows)), output_json)
             return (yield from self._fail_steps(source, where, "$5", params))
 
-        return self._plan(name, steps, transaction=not self.capabilities.multi_mutation_cte)
+        return self._plan(name, steps, transaction=True)
 
     def _retry_update(self, source: str, where: str, output: str) -> str:
         """The UPDATE of the targets that will run again, after the retry delay."""
@@ -138,7 +143,7 @@ class FailMixin(EngineBase):
                 keep_until = {seconds_after(RETRY_AT, "j.retention_seconds")},
                 output = {output}::text::jsonb
             FROM {source}
-            WHERE {where} AND {WILL_RETRY} AND NOT {STATELY_RETRY_TAKEN.format(s=self.s)}
+            WHERE {where} AND {WILL_RETRY} AND NOT {self._stately_retry_taken}
             RETURNING j.id"""
 
     def _failed_update(self, source: str, where: str, output: str) -> str:
@@ -147,7 +152,7 @@ class FailMixin(EngineBase):
                 output = {output}::text::jsonb
             FROM {self.s}.queue sq, {source}
             WHERE sq.name = j.name AND {where}
-                AND (NOT {WILL_RETRY} OR {STATELY_RETRY_TAKEN.format(s=self.s)})
+                AND (NOT {WILL_RETRY} OR {self._stately_retry_taken})
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
                 j.data::text AS data, j.output::text AS output,
                 coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
@@ -172,7 +177,20 @@ class FailMixin(EngineBase):
                 now() + q.retention_seconds * interval '1 second',
                 f.name, f.id, f.retry_count, f.root_id, f.created_on, f.output::jsonb
             FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
-            WHERE f.state = 'failed'"""
+            WHERE f.state = 'failed'
+            ON CONFLICT DO NOTHING
+            RETURNING source_id"""
+
+    def _refused_note(self) -> str:
+        """UPDATE recording, in the output of failed jobs ``$2`` of queues ``$1``, that the
+        policy of their dead-letter queue ``$3`` refused the copy (docs/queues.md)."""
+        return f"""UPDATE {self.s}.job j SET output = (CASE
+                WHEN jsonb_typeof(j.output) = 'object' THEN j.output
+                ELSE jsonb_build_object('output', j.output) END)
+                || jsonb_build_object('dead_letter_refused', r.dlq)
+            FROM unnest($1::text[], $2::uuid[], $3::text[]) AS r(name, id, dlq)
+            WHERE j.name = r.name AND j.id = r.id AND j.state = 'failed'
+              AND EXISTS (SELECT 1 FROM {self.s}.queue q WHERE q.name = r.dlq)"""
 
     def _fail_steps(
         self, source: str, where: str, output: str, params: tuple[Any, ...]
@@ -181,35 +199,57 @@ class FailMixin(EngineBase):
         retry = self._retry_update(source, where, output)
         failed = self._failed_update(source, where, output)
         if self.capabilities.multi_mutation_cte:
-            # The two UPDATEs never touch the same row (a row either will retry or not).
+            # The two UPDATEs never touch the same row (a row either will retry or not). The
+            # rows after the first name the failed jobs whose dead-letter copy was refused.
             rows = yield Statement(
                 f"""WITH retried AS ({retry}), failed AS ({failed}),
-                    dead AS ({self._dead_letter_insert("failed f")} RETURNING 1)
-                SELECT (SELECT count(*) FROM retried) + (SELECT count(*) FROM failed) AS n""",
+                    dead AS ({self._dead_letter_insert("failed f")})
+                SELECT (SELECT count(*) FROM retried) + (SELECT count(*) FROM failed) AS n,
+                    r.name, r.id, r.dead_letter
+                FROM (SELECT 1 AS one) one LEFT JOIN (SELECT f.name, f.id, f.dead_letter
+                    FROM failed f WHERE f.dead_letter IS NOT NULL
+                      AND NOT EXISTS (SELECT 1 FROM dead d WHERE d.source_id = f.id)) r
+                ON true""",
                 params,
             )
-            return count_of(rows)
-        retried = yield Statement(retry, params)
-        gone = yield Statement(failed, params)
-        dead = [r for r in gone if r["dead_letter"] is not None]
-        if dead:
-            copy = self._dead_letter_insert(
-                "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], $6::text[], "
-                "$7::text[], $8::text[], $9::text[], $10::timestamptz[], $11::uuid[]) "
-                "AS f(name, id, state, priority, retry_count, data, output, dead_letter, "
-                "singleton_key, created_on, root_id)"
-            )
-            yield Statement(copy, columns(dead, COPIED_COLUMNS))
-        return len(retried) + len(gone)
+            refused = [r for r in rows if r["id"] is not None]
+            total = count_of(rows)
+        else:
+            retried = yield Statement(retry, params)
+            gone = yield Statement(failed, params)
+            total = len(retried) + len(gone)
+            dead = [r for r in gone if r["dead_letter"] is not None]
+            refused = []
+            if dead:
+                copy = self._dead_letter_insert(
+                    "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], "
+                    "$6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], "
+                    "$11::uuid[]) AS f(name, id, state, priority, retry_count, data, output, "
+                    "dead_letter, singleton_key, created_on, root_id)"
+                )
+                copied = yield Statement(copy, columns(dead, COPIED_COLUMNS))
+                made = {r["source_id"] for r in copied}
+                refused = [r for r in dead if r["id"] not in made]
+        if refused:
+            yield Statement(self._refused_note(), columns(refused, ("name", "id", "dead_letter")))
+        return total
+
+    @functools.cached_property
+    def _stately_retry_taken(self) -> str:
+        return STATELY_RETRY_TAKEN.format(s=self.s, fail_from=accepted(Operation.FAIL))
 
     def redrive(self, dlq: str, to: str | None, limit: int) -> Plan[int]:
         """Move up to ``limit`` queued jobs of ``dlq`` back to their source queue (or ``to``)
-        as fresh jobs (new id, ``retry_count`` 0, the target queue's settings)."""
+        as fresh jobs (new id, ``retry_count`` 0, the target queue's settings).
+
+        A job the target queue's policy refuses (like a refused send) stays in ``dlq``; the
+        count is of the jobs moved."""
         s = self.s
         lock = (
             " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
         )
-        pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target
+        pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target,
+                gen_random_uuid() AS new_id
             FROM {s}.job d JOIN {s}.queue q ON q.name = coalesce($2::text, d.source_queue)
             WHERE d.name = $1 AND d.state IN {in_list(QUEUED)}
             ORDER BY d.created_on, d.id LIMIT $3{lock}"""
@@ -218,11 +258,13 @@ class FailMixin(EngineBase):
             return f"""INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
                     retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
                     retention_seconds, deletion_seconds, policy, start_after, keep_until)
-                SELECT gen_random_uuid(), q.name, m.data::jsonb, m.priority, q.retry_limit,
+                SELECT m.new_id, q.name, m.data::jsonb, m.priority, q.retry_limit,
                     q.retry_delay, q.retry_backoff, q.retry_delay_max, q.expire_seconds,
                     q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds, q.policy,
                     now(), now() + q.retention_seconds * interval '1 second'
-                FROM {source} JOIN {s}.queue q ON q.name = m.target"""
+                FROM {source} JOIN {s}.queue q ON q.name = m.target
+                ON CONFLICT DO NOTHING
+                RETURNING id"""
 
         def steps() -> Steps[int]:
             rows = yield Statement(
@@ -234,24 +276,30 @@ class FailMixin(EngineBase):
             if self.capabilities.multi_mutation_cte:
                 rows = yield Statement(
                     f"""WITH pick AS ({pick}),
-                        moved AS (DELETE FROM {s}.job d USING pick
-                            WHERE d.name = pick.name AND d.id = pick.id RETURNING d.id),
-                        added AS ({insert("pick m")} RETURNING 1)
-                    SELECT count(*) AS n FROM added""",
+                        added AS ({insert("pick m")}),
+                        moved AS (DELETE FROM {s}.job d USING pick, added
+                            WHERE d.name = pick.name AND d.id = pick.id
+                              AND added.id = pick.new_id RETURNING d.id)
+                    SELECT count(*) AS n FROM moved""",
                     (dlq, to, limit),
                 )
                 return count_of(rows)
             picked = yield Statement(pick, (dlq, to, limit))
             if not picked:
                 return 0
-            yield Statement(
-                f"DELETE FROM {s}.job WHERE name = $1 AND id = ANY($2::uuid[])",
-                (dlq, [r["id"] for r in picked]),
+            added = yield Statement(
+                insert(
+                    "unnest($1::uuid[], $2::text[], $3::int[], $4::text[]) "
+                    "AS m(new_id, data, priority, target)"
+                ),
+                columns(picked, ("new_id", "data", "priority", "target")),
             )
-            yield Statement(
-                insert("unnest($1::text[], $2::int[], $3::text[]) AS m(data, priority, target)"),
-                columns(picked, ("data", "priority", "target")),
-            )
-            return len(picked)
+            made = {r["id"] for r in added}
+            moved = [r["id"] for r in picked if r["new_id"] in made]
+            if moved:
+                yield Statement(
+                    f"DELETE FROM {s}.job WHERE name = $1 AND id = ANY($2::uuid[])", (dlq, moved)
+                )
+            return len(moved)
 
         return self._plan("redrive", steps, transaction=True)

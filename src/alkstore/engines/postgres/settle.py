@@ -14,6 +14,7 @@ from ...core.records import Job, as_int
 from ...core.states import ACTIVE, QUEUED, Operation
 from ...core.targets import Targets
 from .base import EngineBase
+from .policies import fits_policy
 from .runtime import notifying
 from .schema import in_list
 from .sql import (
@@ -179,6 +180,7 @@ class SettleMixin(EngineBase):
             f"state = 'created', completed_on = NULL, start_after = {resumed_at}, "
             f"keep_until = {seconds_after(resumed_at, 'j.retention_seconds')}",
             notify=True,
+            guard=fits_policy(self.s, "created", accepted(Operation.RESUME)),
         )
 
     def retry(self, queue: str, targets: Targets) -> Plan[int]:
@@ -191,6 +193,7 @@ class SettleMixin(EngineBase):
             "start_after = now(), "
             f"keep_until = {seconds_after('now()', 'j.retention_seconds')}",
             notify=True,
+            guard=fits_policy(self.s, "retry", accepted(Operation.RETRY)),
         )
 
     def _set_state(
@@ -201,12 +204,14 @@ class SettleMixin(EngineBase):
         change: str,
         *,
         notify: bool = False,
+        guard: str = "true",
     ) -> Plan[int]:
-        """``change`` the targets in a state ``operation`` accepts (the transition table's);
-        with ``notify``, the jobs are runnable again: listening workers are woken."""
+        """``change`` the targets in a state ``operation`` accepts (the transition table's)
+        that meet ``guard``; with ``notify``, the jobs are runnable again: listening workers
+        are woken."""
         sql = f"""UPDATE {self.s}.job j SET {change}
             FROM (SELECT DISTINCT id FROM unnest($2::uuid[]) AS u(id)) t
-            WHERE j.name = $1 AND j.id = t.id AND j.state IN {accepted(operation)}
+            WHERE j.name = $1 AND j.id = t.id AND j.state IN {accepted(operation)} AND {guard}
             RETURNING j.id"""
         params: tuple[Any, ...] = (queue, targets.ids)
         if notify:
