@@ -44,7 +44,9 @@ from alkstore.drivers import variant as variant_spec
 from alkstore.drivers.base import DriverSpec
 from alkstore.drivers.common import resolve_timeouts
 
-JOBS = 40
+SCALE = int(os.environ.get("ALKSTORE_FAULT_SCALE", "1"))
+"""A longer local run multiplies the jobs and the faults of every scenario by this."""
+JOBS = 40 * SCALE
 """Jobs per scenario: enough for faults to land mid-send and mid-drain, few for the clock."""
 TIMEOUTS: dict[str, float] = {"statement_timeout": 1.0, "lock_timeout": 1.0, "connect_timeout": 2}
 """Short deadlines, so a stalled call ends quickly."""
@@ -52,7 +54,7 @@ SLACK = 2.0
 """Seconds a call may end after its deadline on a loaded 2-core machine."""
 EXPIRE = 30
 """The queue's expire_seconds: time is advanced past it to strand nothing."""
-STORM_ROUNDS = 4
+STORM_ROUNDS = 4 * SCALE
 """Terminations or cuts per storm scenario, half a second apart, all mid-workload."""
 
 
