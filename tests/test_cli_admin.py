@@ -8,9 +8,9 @@ runs the installed ``alkstore`` script with its output piped.
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -103,11 +103,11 @@ def test_an_unreachable_server_is_one_line_and_debug_shows_the_traceback(
     dsn = f"postgresql://postgres@127.0.0.1:{_closed_port()}/x"
     status, out, err = run(capsys, "queues", "--dsn", dsn)
     assert status == 1 and out == ""
-    assert err.startswith("alkstore queues: OperationalError: connection")
+    assert err.startswith("alkstore queues: ") and "could not reach the database" in err
     assert err.count("\n") == 1 and "Traceback" not in err
-    with pytest.raises(psycopg.OperationalError):
+    with pytest.raises(alkstore.ConnectionFailed):
         cli.main(["queues", "--dsn", dsn, "--debug"])
-    with pytest.raises(psycopg.OperationalError):
+    with pytest.raises(alkstore.ConnectionFailed):
         cli.main(["--debug", "queues", "--dsn", dsn])
 
 
@@ -245,10 +245,19 @@ def test_migrate_dry_run_prints_the_sql_and_changes_nothing(
 def test_piped_output_is_plain_text(store: alkstore.Store, pg_dsn: str, schema_name: str) -> None:
     store.create_queue("q")
     store.send("q", {"markup": "[bold]x[/bold]"})
-    script = shutil.which("alkstore")
-    assert script is not None
+    # The console script of the interpreter running the tests (its bin/ need not be on PATH).
     done = subprocess.run(
-        [script, "jobs", "q", "--dsn", pg_dsn, "--schema", schema_name],
+        [
+            sys.executable,
+            "-m",
+            "alkstore.cli",
+            "jobs",
+            "q",
+            "--dsn",
+            pg_dsn,
+            "--schema",
+            schema_name,
+        ],
         capture_output=True,
         text=True,
         timeout=60,

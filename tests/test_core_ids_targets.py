@@ -51,6 +51,10 @@ def make_job(**overrides: Any) -> Job:
         "source_queue": None,
         "source_id": None,
         "source_retry_count": None,
+        "source_root_id": None,
+        "source_created_on": None,
+        "source_output": None,
+        "dead_letter": None,
     }
     fields.update(overrides)
     return Job(**fields)

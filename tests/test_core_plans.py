@@ -217,6 +217,7 @@ DOCUMENTED = [
     "serialization_retries",
     "single_connection",
     "plpgsql",
+    "asynchronous_commit",
 ]
 
 

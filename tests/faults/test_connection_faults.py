@@ -58,7 +58,10 @@ def _sleeper(marker: str, attempts: list[int], *, transaction: bool) -> Plan[int
 def _terminate_query(admin: psycopg.Connection[Any], marker: str) -> None:
     def running() -> bool:
         row = admin.execute(
-            "SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid()",
+            # Only once it sleeps: asyncpg's PREPARE shows the text first, and a backend
+            # ended then had not run it yet (retrying that is rightly safe).
+            "SELECT pid FROM pg_stat_activity WHERE query LIKE %s AND pid <> pg_backend_pid() "
+            "AND wait_event = 'PgSleep'",
             (f"%{marker}%",),
         ).fetchone()
         if row is None:
