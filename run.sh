@@ -105,9 +105,9 @@ case "${1:-}" in
     # Two lanes at once: a test waits on its server about half the time, so two keep both
     # cores busy (each step has its own throwaway servers; installers take file locks).
     status=0
-    lane own own_tests &
+    lane own own_tests embedded &
     own=$!
-    lane suite emulated embedded versions &
+    lane suite emulated versions &
     suite=$!
     wait "$own" || status=1
     wait "$suite" || status=1
