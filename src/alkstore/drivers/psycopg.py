@@ -19,6 +19,7 @@ autocommit while borrowed (and back before they are returned), so that statement
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import math
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +30,7 @@ import psycopg
 from psycopg.pq import ExecStatus, TransactionStatus
 from psycopg.rows import dict_row
 from psycopg.types.array import ListBinaryDumper
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 
 from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.plans import Isolation, Row, Statement
@@ -86,12 +88,45 @@ _SET_CONFIG = SET_CONFIG.replace("$1", "%s").replace("$2", "%s")
 """:data:`~.base.SET_CONFIG` in the placeholders of psycopg's ``Connection.execute``."""
 
 
+_LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+
+
+class _LatestTimestamptzLoader(TimestamptzLoader):
+    """A timestamptz near the end of year 9999 (the time reads give a flow job still waiting)
+    shown in a session time zone east of UTC falls in year 10000, which Python cannot hold:
+    read it as ``datetime.max`` in UTC. Behind a transaction pooler the session is the
+    server's, not UTC."""
+
+    def load(self, data: Any) -> dt.datetime:
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            if bytes(data).startswith(b"10000-"):
+                return _LATEST
+            raise
+
+
+class _LatestTimestamptzBinaryLoader(TimestamptzBinaryLoader):
+    """:class:`_LatestTimestamptzLoader` for the binary format."""
+
+    def load(self, data: Any) -> dt.datetime:
+        try:
+            return super().load(data)
+        except psycopg.DataError as exc:
+            if "after year 10K" in str(exc):
+                return _LATEST
+            raise
+
+
 def _bind_lists_in_binary(owner: Any) -> None:
     """Bind lists as binary arrays on ``owner`` (a connection or a cursor): psycopg's text
     array dumper escapes every element with a regular expression, which cost more client
     time than the rest of a 1,000-job ``send``. Connections this driver opens get it once; on
-    a caller's connection it is set per cursor, so the connection keeps its configuration."""
+    a caller's connection it is set per cursor, so the connection keeps its configuration.
+    The timestamptz loaders that read the latest time in any session time zone go with it."""
     owner.adapters.register_dumper(list, ListBinaryDumper)
+    owner.adapters.register_loader("timestamptz", _LatestTimestamptzLoader)
+    owner.adapters.register_loader("timestamptz", _LatestTimestamptzBinaryLoader)
 
 
 def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool:
