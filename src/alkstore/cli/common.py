@@ -31,18 +31,28 @@ class CliError(Exception):
     """A failure the command explains in one line (no traceback, exit status 1)."""
 
 
-def add_store_arguments(parser: argparse.ArgumentParser, *, json_help: str) -> None:
-    """``--dsn`` (or ``$ALKSTORE_DSN``), ``--engine``, ``--driver``, ``--schema``, ``--json``
-    and ``--debug``."""
+def add_connection_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    drivers: tuple[str, ...] = ("psycopg", "pg8000"),
+    dsn_help: str = "postgresql://… or pglite:///dir",
+) -> None:
+    """``--dsn`` (or ``$ALKSTORE_DSN``), ``--engine``, ``--driver`` (one of ``drivers``, the
+    first by default) and ``--schema``."""
     parser.add_argument(
         "--dsn",
         default=os.environ.get(DSN_ENV),
         required=DSN_ENV not in os.environ,
-        help=f"postgresql://… or pglite:///dir (default: ${DSN_ENV})",
+        help=f"{dsn_help} (default: ${DSN_ENV})",
     )
     parser.add_argument("--engine", default=None, help="postgres (default), auto, cockroachdb, …")
-    parser.add_argument("--driver", default="psycopg", choices=("psycopg", "pg8000"))
+    parser.add_argument("--driver", default=drivers[0], choices=drivers)
     parser.add_argument("--schema", default="alkstore")
+
+
+def add_store_arguments(parser: argparse.ArgumentParser, *, json_help: str) -> None:
+    """:func:`add_connection_arguments`, ``--json`` and ``--debug``."""
+    add_connection_arguments(parser)
     parser.add_argument("--json", action="store_true", help=json_help)
     parser.add_argument(
         "--debug",

@@ -9,7 +9,7 @@ import argparse
 import os
 from typing import Any
 
-from .common import DSN_ENV, CliError
+from .common import CliError, add_connection_arguments
 
 TOKEN_ENV = "ALKSTORE_DASHBOARD_TOKEN"
 """The environment variable ``--token`` defaults to (a token on the command line is visible
@@ -19,15 +19,7 @@ to every user of the machine in the process list)."""
 def register(subparsers: Any) -> None:
     """Add the ``dashboard`` subcommand."""
     parser = subparsers.add_parser("dashboard", help="serve the web dashboard")
-    parser.add_argument(
-        "--dsn",
-        default=os.environ.get(DSN_ENV),
-        required=DSN_ENV not in os.environ,
-        help=f"postgresql://… (default: ${DSN_ENV})",
-    )
-    parser.add_argument("--engine", default=None, help="postgres (default), auto, cockroachdb, …")
-    parser.add_argument("--driver", default="psycopg", choices=("psycopg", "asyncpg"))
-    parser.add_argument("--schema", default="alkstore")
+    add_connection_arguments(parser, drivers=("psycopg", "asyncpg"), dsn_help="postgresql://…")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8080)
     parser.add_argument("--read-only", action="store_true", help="show, never change, anything")
