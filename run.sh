@@ -40,26 +40,40 @@ case "${1:-}" in
   test)
     setup dev
     shift
-    "$VENV/bin/ruff" check .
-    "$VENV/bin/ruff" format --check .
-    "$VENV/bin/mypy"
     # Each run of the conformance suite records its outcomes for the compatibility matrix.
     runs=$(mktemp -d)
     trap 'rm -rf "$runs"' EXIT
     trap 'kill $(jobs -p) 2>/dev/null; exit 130' INT TERM
     args=("$@")
     record() { echo -p alkstore.conformance.matrix --alkstore-matrix-out "$runs/$1.jsonl"; }
+    # The matrix cells (every server/driver pair but PostgreSQL 15) run each property test
+    # of the suite with at most 8 examples (hypothesis profile alkstore-matrix,
+    # docs/conformance.md#examples); PostgreSQL 15 x every driver keeps the full counts.
+    matrix=(--hypothesis-profile alkstore-matrix)
+    lint() {
+      local status=0
+      "$VENV/bin/ruff" check . || status=1
+      "$VENV/bin/ruff" format --check . || status=1
+      "$VENV/bin/mypy" || status=1
+      return "$status"
+    }
     own_tests() {
-      # alkstore's own tests and the conformance suite on PostgreSQL x every driver.
+      # alkstore's own tests (tests/: unit, fault suite, browser, examples).
+      echo "== alkstore's own tests"
+      pytest_step -q tests "${args[@]}"
+    }
+    postgres15() {
+      # The conformance suite on the system's PostgreSQL (15) x every driver, full counts.
+      echo "== conformance on PostgreSQL 15 (every driver)"
       # shellcheck disable=SC2046
-      pytest_step -q $(record 15) "${args[@]}"
+      pytest_step -q $(record 15) --pyargs alkstore.conformance.suite "${args[@]}"
     }
     emulated() {
       # The distributed engines on stock PostgreSQL behind their emulation guards.
       local engine status=0
       for engine in cockroachdb yugabytedb citus-distributed; do
         echo "== conformance on emulated $engine (psycopg)"
-        pytest_step -q --alkstore-engine "$engine" --alkstore-emulate \
+        pytest_step -q "${matrix[@]}" --alkstore-engine "$engine" --alkstore-emulate \
           --alkstore-driver psycopg --pyargs alkstore.conformance.suite "${args[@]}" || status=1
       done
       return "$status"
@@ -67,50 +81,59 @@ case "${1:-}" in
     embedded() {
       # The embedded engine (PGlite through its Node.js bridge) x every sync/async driver.
       echo "== conformance on PGlite (psycopg, asyncpg, pg8000)"
-      pytest_step -q --alkstore-engine pglite --alkstore-driver psycopg,asyncpg,pg8000 \
+      pytest_step -q "${matrix[@]}" --alkstore-engine pglite \
+        --alkstore-driver psycopg,asyncpg,pg8000 --pyargs alkstore.conformance.suite "${args[@]}"
+    }
+    memory() {
+      # The in-memory engine (memory://, the reference model in this process), both faces.
+      echo "== conformance on the in-memory engine (sync, async)"
+      pytest_step -q --alkstore-engine memory \
         --pyargs alkstore.conformance.suite "${args[@]}"
     }
-    versions() {
-      # The other PostgreSQL versions (server binaries installed into the cache on first
-      # use; a version that cannot be had is skipped with the reason), then PostgreSQL 15
-      # behind PgBouncer in transaction pooling mode (apt-get installs it when missing).
-      local target version status=0
-      for target in 14 16 17 18 15-pgbouncer; do
-        version=${target%-pgbouncer}
-        local bouncer=()
-        [ "$target" != "$version" ] && bouncer=(--alkstore-pgbouncer)
-        echo "== conformance on PostgreSQL $version${bouncer:+ behind PgBouncer} (psycopg, asyncpg)"
-        # shellcheck disable=SC2046
-        pytest_step -q $(record "$target") --alkstore-pg-version "$version" "${bouncer[@]}" \
-          --alkstore-driver psycopg,asyncpg --pyargs alkstore.conformance.suite "${args[@]}" \
-          || status=1
-      done
-      return "$status"
+    version() {
+      # Another PostgreSQL version (14, 16, 17, 18: server binaries installed into the cache
+      # on first use; a version that cannot be had is skipped with the reason), or
+      # 15-pgbouncer: PostgreSQL 15 behind PgBouncer in transaction pooling mode (apt-get
+      # installs it when missing).
+      local target=$1 version=${1%-pgbouncer}
+      local bouncer=()
+      [ "$target" != "$version" ] && bouncer=(--alkstore-pgbouncer)
+      echo "== conformance on PostgreSQL $version${bouncer:+ behind PgBouncer} (psycopg, asyncpg)"
+      # shellcheck disable=SC2046
+      pytest_step -q "${matrix[@]}" $(record "$target") --alkstore-pg-version "$version" \
+        "${bouncer[@]}" --alkstore-driver psycopg,asyncpg --pyargs alkstore.conformance.suite \
+        "${args[@]}"
     }
     lane() {
-      # Runs the steps one after another, every line tagged with the lane's name; fails
-      # when any step failed (all still run).
+      # Runs the steps (a function name and its arguments each) one after another, every
+      # line tagged with the lane's name; fails when any step failed (all still run).
       local name=$1 rc
       shift
       set +e
       (
         status=0
-        for step in "$@"; do "$step" || status=1; done
+        # shellcheck disable=SC2086
+        for step in "$@"; do $step || status=1; done
         exit "$status"
       ) 2>&1 | sed -u "s/^/[$name] /"
       rc=${PIPESTATUS[0]}
       set -e
       return "$rc"
     }
-    # Two lanes at once: a test waits on its server about half the time, so two keep both
-    # cores busy (each step has its own throwaway servers; installers take file locks).
+    # Three lanes at once on two cores: a conformance run keeps about three quarters of a
+    # core busy (the rest is round trips and workers' poll waits), so three lanes keep both
+    # busy. Balanced on measured step times (minutes on a quiet machine, two lanes): own
+    # tests 9, PostgreSQL 15 x 4 drivers 5, PGlite 4.5, emulated 3.3, each other version
+    # 2.5, PgBouncer 3. Each step has its own throwaway servers; installers take file locks.
     status=0
-    lane own own_tests embedded &
-    own=$!
-    lane suite emulated versions &
-    suite=$!
-    wait "$own" || status=1
-    wait "$suite" || status=1
+    pids=()
+    lane own own_tests "version 18" memory &
+    pids+=($!)
+    lane pg15 postgres15 embedded "version 17" &
+    pids+=($!)
+    lane matrix lint emulated "version 14" "version 16" "version 15-pgbouncer" &
+    pids+=($!)
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
     # The matrix of these runs; a full run (no pytest options) also writes it into the docs.
     if [ "$#" -eq 0 ]; then
       "$PY" -m alkstore.conformance.compat "$runs" \

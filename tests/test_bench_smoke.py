@@ -19,6 +19,7 @@ from alkstore.bench.measure import Latency, percentile
 from alkstore.cli import main
 from alkstore.conformance.cluster import TempCluster
 from alkstore.conformance.pgbouncer import PgBouncerUnavailable, find_pgbouncer
+from alkstore.worker import stages
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +151,14 @@ def test_latency(_bench_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         assert row["p50_ms"] > 0
         assert row["send_p50_ms"] > 0
     assert polled["poll_interval_ms"] == 10
+    # work(): commit -> handler and the stage breakdown, from the stamps of the jobs a woken
+    # fetch loop claimed (the stage probe is off again once the cell is measured).
+    assert worked["commit_p50_ms"] is not None and "commit_p50_ms" not in polled
+    assert 1 <= worked["stamped"] <= 20
+    for stage in ("send", "claim", "dispatch"):
+        assert worked[f"{stage}_p50_ms"] >= 0
+    assert worked["claim_p99_ms"] >= worked["claim_p50_ms"]
+    assert stages.PROBE is None
     assert (peer["system"], peer["available"]) == ("pg-boss", False)
     assert "no-such-dir" in peer["reason"]
 
@@ -169,7 +178,8 @@ def test_scale(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,
         tmp_path,
-        "scale --depths 100,500 --samples 20 --drain-jobs 50 --consumers 2 --batch 5",
+        "scale --depths 100,500 --finished 500 --burst 500 --samples 20 --drain-jobs 50 "
+        "--consumers 2 --batch 5",
     )
     rows = doc["results"]
     assert [(r["queued"], r["finished"]) for r in rows] == [
@@ -185,6 +195,30 @@ def test_scale(_bench_dsn: str, tmp_path: Path) -> None:
         assert row["drain_jobs"] >= 50
         assert row["drain_jobs_per_s"] > 0
         assert row["duplicates"] == 0
+
+
+def test_scale_without_the_extra_scenarios(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "scale --depths 100 --finished 0 --burst 0 --samples 5 --drain-jobs 20 --consumers 1",
+    )
+    assert [r["scenario"] for r in doc["results"]] == ["100 queued"]
+
+
+def test_wal(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(_bench_dsn, tmp_path, "wal --jobs 300 --batch 1,50")
+    rows = doc["results"]
+    assert [(r["system"], r["batch"]) for r in rows] == [
+        ("alkstore", 1),
+        ("raw-sql", 1),
+        ("alkstore", 50),
+        ("raw-sql", 50),
+    ]
+    for row in rows:
+        assert row["send_bytes_per_job"] > 0 and row["drain_bytes_per_job"] > 0
+        assert row["drain_records_per_job"] >= 2  # at least a claim and a completion
+    assert [r["ratio"] for r in rows if r["system"] == "raw-sql"] == [1.0, 1.0]
 
 
 def test_peers_raw_sql_and_an_unavailable_peer(
@@ -210,6 +244,28 @@ def test_peers_raw_sql_and_an_unavailable_peer(
         assert ratio["raw-sql ratio"] > 0
         assert ratio["pg-boss"].startswith("not available")
     assert {r["system"] for r in doc["enqueue"]} == {"alkstore", "raw-sql", "pg-boss"}
+
+
+def test_peers_steady_and_burst_variants_are_labelled(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "peers --jobs 100 --consumers 2 --batch 10 --peers raw-sql --variant steady,burst",
+    )
+    rows = doc["results"]
+    assert doc["arguments"]["variants"] == ["steady", "burst"]
+    assert {(r["system"], r["variant"]) for r in rows} == {
+        (system, variant) for system in ("alkstore", "raw-sql") for variant in ("steady", "burst")
+    }
+    for row in rows:
+        check_drained(row, 100)
+    assert [(r["variant"], r["batch"]) for r in doc["ratios"]] == [("steady", 10), ("burst", 10)]
+    assert all(r["raw-sql ratio"] > 0 for r in doc["ratios"])
+
+
+def test_peers_refuse_an_unknown_variant(_bench_dsn: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        bench(_bench_dsn, tmp_path, "peers --jobs 10 --peers raw-sql --variant cold")
 
 
 def test_drain_emulates_only_when_asked(_bench_dsn: str, tmp_path: Path) -> None:

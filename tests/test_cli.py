@@ -318,6 +318,7 @@ def test_conformance_with_no_test_selected_fails(
         (["--driver", "psycopg,odbc"], "unknown driver odbc"),
         (["--engine", "postgres", "--emulate"], "has no emulated mode"),
         (["--engine", "auto", "--emulate"], "--emulate needs an explicit --engine"),
+        (["--engine", "memory"], "pytest --alkstore-engine memory"),
     ],
 )
 def test_conformance_refuses_bad_arguments(

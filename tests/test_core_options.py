@@ -68,6 +68,7 @@ JOB_ONLY_OPTIONS = {
     "group_id",
     "group_tier",
     "dead_letter",  # issue 12: a job may name its own dead-letter queue
+    "trace_context",  # issue 16: the sender's trace context, carried in the job
 }
 QUEUE_ONLY_OPTIONS = {"policy", "dead_letter", "partition", "concurrency_limit"}
 

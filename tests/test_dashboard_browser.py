@@ -179,3 +179,76 @@ def test_read_only_shows_no_action_and_refuses_them(
         response = page.request.post(f"{url}/queues/emails/jobs/{jobs.queued}/cancel")
         assert response.status == 403
         assert state_of(store, "emails", jobs.queued) == JobState.CREATED
+        page.goto(f"{url}/queues/emails")  # no pause button, and a pause POST is refused
+        assert page.locator("form[method=post]").count() == 0
+        assert page.request.post(f"{url}/queues/emails/pause").status == 403
+        assert store.get_queue("emails").paused is False  # type: ignore[union-attr]
+
+
+def test_pause_resume_filters_and_flow_dependencies(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    expect = playwright_api.expect
+    store.create_queue("orders")
+    store.create_queue("invoices")
+    store.send_many(
+        "orders",
+        [
+            {"data": {"customer": f"c{n}", "note": "gift wrap" if n % 7 == 0 else "plain"}}
+            | ({"singleton_key": "vip"} if n % 10 == 0 else {})
+            for n in range(70)
+        ],
+    )
+    flow = store.flow(
+        [
+            {"ref": "order", "queue": "orders", "data": {"customer": "flow"}},
+            {"ref": "invoice", "queue": "invoices", "depends_on": ["order"], "data": {"n": 1}},
+        ]
+    )
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url:
+        # Pause: the queue's page says so, the queues page marks it, and fetch hands out none.
+        page.goto(f"{url}/queues/orders")
+        expect(page.locator("#queue-paused")).to_have_count(0)
+        page.get_by_role("button", name="Pause queue").click()
+        expect(page.locator(".done")).to_have_text("Done: pause 1")
+        expect(page.locator("#queue-paused")).to_be_visible()
+        assert store.get_queue("orders").paused is True  # type: ignore[union-attr]
+        assert store.fetch("orders") == []
+        expect(page.get_by_role("button", name="Pause queue")).to_have_count(0)
+        shot(page, "queue-paused")
+        page.goto(url)
+        orders = page.locator("tr", has=page.get_by_role("link", name="orders", exact=True))
+        expect(orders.locator(".state.paused")).to_have_text("paused")
+        page.goto(f"{url}/queues/orders")
+        page.get_by_role("button", name="Resume queue").click()
+        expect(page.locator(".done")).to_have_text("Done: resume 1")
+        expect(page.locator("#queue-paused")).to_have_count(0)
+        assert store.get_queue("orders").paused is False  # type: ignore[union-attr]
+
+        # Filters: by singleton key, by text in data (case-insensitive), both kept by paging.
+        page.get_by_label("key").fill("vip")
+        page.get_by_role("button", name="Filter").click()
+        expect(page.locator("tbody tr")).to_have_count(7)
+        expect(page.locator("td.data", has_text='"c0"')).to_have_count(1)
+        page.goto(f"{url}/queues/orders")
+        page.get_by_label("text in data").fill("GIFT")
+        page.get_by_role("button", name="Filter").click()
+        expect(page.locator("tbody tr")).to_have_count(10)
+        expect(page.locator("td.data").first).to_contain_text("gift wrap")
+        shot(page, "jobs-filtered")
+        page.get_by_label("key").fill("vip")
+        page.get_by_role("button", name="Filter").click()
+        expect(page.locator("tbody tr")).to_have_count(1)  # key vip and a gift: c0 only
+        expect(page.locator("td.data")).to_contain_text('"c0"')
+
+        # A flow's jobs: the child shows what it waits for, the parent what it is needed by.
+        page.goto(f"{url}/queues/invoices/jobs/{flow['invoice']}")
+        expect(page.locator("#flow")).to_contain_text("waits for")
+        expect(page.locator("#flow a.mono")).to_have_text(str(flow["order"]))
+        shot(page, "job-flow")
+        page.locator("#flow a.mono").click()
+        expect(page.locator("#flow")).to_contain_text("needed by")
+        expect(page.locator("#flow a.mono")).to_have_text(str(flow["invoice"]))
+        page.goto(f"{url}/queues/orders/jobs/{store.list_jobs('orders', limit=1)[0].id}")
+        expect(page.locator("#flow")).to_have_count(0)  # not in a flow

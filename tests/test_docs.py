@@ -73,3 +73,23 @@ def test_the_readme_example_runs_twice_on_one_database(pg_dsn):
 def test_capability_matrix_page_matches_the_engines():
     page = (ROOT / "docs/engines.md").read_text()
     assert embed(page) == page, "run: python -m alkstore.engines.capability_matrix"
+
+
+MEMORY_PAGES = ["docs/testing.md"]
+"""Pages whose examples run on the in-memory engine (``memory://``): no server needed."""
+
+
+def _memory_examples() -> list[tuple[str, str]]:
+    return [
+        (f"{page}#{index + 1}", code)
+        for page in MEMORY_PAGES
+        for index, code in enumerate(BLOCK.findall((ROOT / page).read_text()))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "code"), _memory_examples(), ids=[n for n, _ in _memory_examples()]
+)
+def test_in_memory_examples_run(name, code):
+    assert "memory://" in code and DOC_DSN not in code, f"{name} should use memory://"
+    exec(compile(code, name, "exec"), {"__name__": "__docs__"})

@@ -14,6 +14,7 @@ from .core.errors import (
     InvalidOptions,
     JobConflict,
     ListenerClosed,
+    MetadataNotFetched,
     MigrationLocked,
     QueueExists,
     QueueInUse,
@@ -26,6 +27,7 @@ from .core.errors import (
 )
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import JobOptions, Policy, QueueOptions
+from .core.queries import JobPage
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .store import AsyncConnector, AsyncStore, Store, connect, connect_async
@@ -46,9 +48,11 @@ __all__ = [
     "JobConflict",
     "JobOptions",
     "JobOptionsKwargs",
+    "JobPage",
     "JobState",
     "ListenerClosed",
     "MaintenanceReport",
+    "MetadataNotFetched",
     "MigrationLocked",
     "Policy",
     "Queue",

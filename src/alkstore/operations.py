@@ -19,9 +19,16 @@ from .core.contracts import Engine
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.flows import build_flow
 from .core.ids import new_id
-from .core.options import FetchOptions, JobOptions, NewJob, QueueOptions, dump_json
+from .core.options import (
+    LEAN_FETCH,
+    FetchOptions,
+    JobOptions,
+    NewJob,
+    QueueOptions,
+    dump_json,
+)
 from .core.plans import Plan, Steps
-from .core.queries import JobQuery, JobSelector, Match
+from .core.queries import JobPage, JobQuery, JobSearch, JobSelector, Match
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .core.targets import IdLike, targets
@@ -159,13 +166,19 @@ class Operations:
         batch_size: int,
         group_concurrency: Any = None,
         ignore_start_after: bool = False,
+        include_metadata: bool = False,
     ) -> Plan[list[Job]]:
-        """See :meth:`alkstore.Store.fetch`."""
+        """See :meth:`alkstore.Store.fetch` (lean jobs unless ``include_metadata``)."""
         name, batch = check_queue_name(queue), _positive("batch_size", batch_size)
         if group_concurrency is None and ignore_start_after is False:
-            return self.engine.fetch(name, batch)
+            if include_metadata is True:
+                return self.engine.fetch(name, batch)
+            if include_metadata is False:
+                return self.engine.fetch(name, batch, LEAN_FETCH)
         options = FetchOptions(
-            group_concurrency=group_concurrency, ignore_start_after=ignore_start_after
+            group_concurrency=group_concurrency,
+            ignore_start_after=ignore_start_after,
+            include_metadata=include_metadata,
         )
         return self.engine.fetch(name, batch, options)
 
@@ -194,22 +207,23 @@ class Operations:
         output: Any,
         batch_size: int,
         group_concurrency: Any = None,
+        include_metadata: bool = False,
     ) -> list[Plan[Any]]:
         """See :meth:`alkstore.Store.complete_and_fetch`: one plan, or where the engine cannot
         do both in one statement, the ``complete`` and ``fetch`` plans to run in turn."""
         name = check_queue_name(queue)
         batch = _positive("batch_size", batch_size)
+        full = FetchOptions(include_metadata=include_metadata).include_metadata  # validated
         done, output_json = targets(ids), dump_json("output", output)
-        if group_concurrency is not None:
-            # Group limits need the keyed claim (docs/queues.md): complete, then fetch.
-            return [
-                self.engine.complete(name, done, output_json),
-                self.fetch(name, batch, group_concurrency),
-            ]
-        both = self.engine.complete_and_fetch(name, done, output_json, batch)
-        if both is not None:
-            return [both]
-        return [self.engine.complete(name, done, output_json), self.engine.fetch(name, batch)]
+        if group_concurrency is None:
+            both = self.engine.complete_and_fetch(name, done, output_json, batch, full)
+            if both is not None:
+                return [both]
+        # Group limits need the keyed claim (docs/queues.md): complete, then fetch.
+        return [
+            self.engine.complete(name, done, output_json),
+            self.fetch(name, batch, group_concurrency, include_metadata=full),
+        ]
 
     @staticmethod
     def handoff(results: list[Any]) -> Handoff:
@@ -275,6 +289,10 @@ class Operations:
         return self.engine.list_jobs(
             check_queue_name(queue), wanted, _positive("limit", limit), start
         )
+
+    def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
+        """See :meth:`alkstore.Store.search_jobs`."""
+        return self.engine.search_jobs(check_queue_name(queue), search)
 
     # finding and editing jobs
     def find_jobs(

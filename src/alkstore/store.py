@@ -7,6 +7,7 @@ are the same operations as coroutines.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import functools
 import sys
@@ -22,6 +23,7 @@ from .core.description import ServerInfo
 from .core.errors import InvalidOptions, QueueExists, StatementTimeout
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import GroupLimit
+from .core.queries import JobPage, JobSearch
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.schedules import Schedule
 from .core.states import JobState
@@ -32,7 +34,7 @@ from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, 
 from .drivers.common import resolve_timeouts
 from .engines import engine_class
 from .engines.detect import detect_plan
-from .engines.postgres.runtime import runtime_engine
+from .engines.memory.driver import check_memory, connect_memory, connect_memory_async, is_memory
 from .messaging import Messaging
 from .operations import Operations
 from .runner import run_async, run_sync
@@ -168,14 +170,19 @@ class Store:
         batch_size: int = 1,
         group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
         ignore_start_after: bool = False,
+        include_metadata: bool = False,
     ) -> list[Job]:
         """Claim up to ``batch_size`` jobs, in order priority DESC, created_on, id.
 
         ``group_concurrency`` (N, or ``{"default": N, "tiers": {"gold": M}}``) caps the active
         jobs of each ``group_id``; ``ignore_start_after`` also takes jobs not due yet
-        (docs/queues.md).
+        (docs/queues.md). The jobs are lean (what a worker needs; reading a metadata field
+        raises :class:`MetadataNotFetched`) unless ``include_metadata`` (docs/guide.md,
+        "Lean jobs").
         """
-        plan = self._ops.fetch(queue, batch_size, group_concurrency, ignore_start_after)
+        plan = self._ops.fetch(
+            queue, batch_size, group_concurrency, ignore_start_after, include_metadata
+        )
         result: list[Job] = self._run(plan)
         return result
 
@@ -202,15 +209,18 @@ class Store:
         *,
         batch_size: int = 1,
         group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
+        include_metadata: bool = False,
     ) -> Handoff:
         """Complete active jobs, then claim up to ``batch_size`` more: a worker's loop step.
 
         The same as :meth:`complete` followed by :meth:`fetch`, in one statement (one round
         trip and one commit) where the engine can change the job table twice in one
         statement (and the queue needs no keyed claim, docs/queues.md), else as those two
-        calls. Returns ``(completed, jobs)``.
+        calls. Returns ``(completed, jobs)``; the jobs are lean unless ``include_metadata``.
         """
-        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size, group_concurrency)
+        plans = self._ops.complete_and_fetch(
+            queue, ids, output, batch_size, group_concurrency, include_metadata
+        )
         return self._ops.handoff([self._run(plan) for plan in plans])
 
     def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
@@ -258,6 +268,26 @@ class Store:
         order (roughly the order they were sent in); read-only. The next page:
         ``after=page[-1].id``. An unknown queue raises :class:`~alkstore.QueueNotFound`."""
         result: list[Job] = self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
+
+    def search_jobs(
+        self,
+        queue: str,
+        *,
+        states: Iterable[JobState | str] = (),
+        key: str | None = None,
+        text: str | None = None,
+        after: IdLike | None = None,
+        limit: int = 100,
+        scan: int = 10_000,
+    ) -> JobPage:
+        """A page of ``queue``'s jobs in id order with that ``singleton_key`` (``key``) and
+        whose data's JSON text contains ``text`` (case-insensitive), looking at no more than
+        ``scan`` jobs after ``after``; the next page: ``after=page.next_after`` (None: no
+        job left). Read-only; a page may hold fewer than ``limit`` jobs and still have a
+        next one (docs/dashboard.md)."""
+        search = JobSearch(states=states, key=key, text=text, after=after, limit=limit, scan=scan)
+        result: JobPage = self._run(self._ops.search_jobs(queue, search))
         return result
 
     # finding and editing jobs (docs/queues.md, "Finding and editing jobs")
@@ -396,7 +426,7 @@ class Store:
     # cron and pub/sub
     @functools.cached_property
     def _messaging(self) -> Messaging:
-        return Messaging(runtime_engine(self.engine))
+        return Messaging(self.engine)
 
     def schedule(
         self,
@@ -569,9 +599,12 @@ class AsyncStore:
         batch_size: int = 1,
         group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
         ignore_start_after: bool = False,
+        include_metadata: bool = False,
     ) -> list[Job]:
         """See :meth:`Store.fetch`."""
-        plan = self._ops.fetch(queue, batch_size, group_concurrency, ignore_start_after)
+        plan = self._ops.fetch(
+            queue, batch_size, group_concurrency, ignore_start_after, include_metadata
+        )
         result: list[Job] = await self._run(plan)
         return result
 
@@ -597,9 +630,12 @@ class AsyncStore:
         *,
         batch_size: int = 1,
         group_concurrency: int | Mapping[str, Any] | GroupLimit | None = None,
+        include_metadata: bool = False,
     ) -> Handoff:
         """See :meth:`Store.complete_and_fetch`."""
-        plans = self._ops.complete_and_fetch(queue, ids, output, batch_size, group_concurrency)
+        plans = self._ops.complete_and_fetch(
+            queue, ids, output, batch_size, group_concurrency, include_metadata
+        )
         return self._ops.handoff([await self._run(plan) for plan in plans])
 
     async def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
@@ -645,6 +681,22 @@ class AsyncStore:
     ) -> list[Job]:
         """See :meth:`Store.list_jobs`."""
         result: list[Job] = await self._run(self._ops.list_jobs(queue, states, limit, after))
+        return result
+
+    async def search_jobs(
+        self,
+        queue: str,
+        *,
+        states: Iterable[JobState | str] = (),
+        key: str | None = None,
+        text: str | None = None,
+        after: IdLike | None = None,
+        limit: int = 100,
+        scan: int = 10_000,
+    ) -> JobPage:
+        """See :meth:`Store.search_jobs`."""
+        search = JobSearch(states=states, key=key, text=text, after=after, limit=limit, scan=scan)
+        result: JobPage = await self._run(self._ops.search_jobs(queue, search))
         return result
 
     async def find_jobs(
@@ -751,7 +803,7 @@ class AsyncStore:
 
     @functools.cached_property
     def _messaging(self) -> Messaging:
-        return Messaging(runtime_engine(self.engine))
+        return Messaging(self.engine)
 
     async def schedule(
         self,
@@ -849,6 +901,10 @@ class ConnectOptions:
         if target.dsn is None or self.pooler is not None:
             return None
         return target.dsn, self.settings(target)
+
+    def migrated(self) -> tuple[str, Mapping[str, Any]] | None:
+        """The schema and engine options :func:`connect` migrates, or None (``migrate=False``)."""
+        return (self.schema, self.engine_options) if self.migrate else None
 
     def check_listen(self, engine: Engine) -> None:
         """Refuse ``listen_dsn`` where the engine cannot LISTEN from a session of its own."""
@@ -949,10 +1005,11 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
     ``dsn`` is a PostgreSQL URI, ``pglite://`` (in memory) or ``pglite:///dir`` (embedded,
-    persistent), or a connection of the chosen driver that you own (statements join its open
-    transaction), or a pool of it (the store borrows from it; each call commits on its own,
-    never joining a transaction of yours: use :meth:`Store.using` for that). Keyword options
-    (:class:`ConnectOptions`):
+    persistent), ``memory://`` or ``memory://NAME`` (the in-memory engine, in this process,
+    for unit tests: docs/engines.md), or a connection of the chosen driver that you own
+    (statements join its open transaction), or a pool of it (the store borrows from it; each
+    call commits on its own, never joining a transaction of yours: use :meth:`Store.using`
+    for that). Keyword options (:class:`ConnectOptions`):
 
     - ``engine``: ``postgres`` (default), ``cockroachdb``, ``yugabytedb``, ``citus``,
       ``pglite`` (default for a pglite URI), ``auto`` (detected from the server), or a
@@ -975,8 +1032,10 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
       seconds: a call whose server does not answer within the larger of the last two plus
       5 s is abandoned with :class:`~alkstore.DeadlineExceeded` (docs/deployment.md).
     """
+    if is_memory(dsn):
+        return connect_memory(dsn, options)
     opts = ConnectOptions(**options)
-    target = resolve_target(dsn, opts.engine)
+    target = resolve_target(dsn, opts.engine, opts.migrated())
     try:
         drv = sync_driver(opts.driver)
         if target.dsn is None:
@@ -1007,11 +1066,13 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     except BaseException:
         store.close()
         raise
+    if opts.migrate:
+        target.after_migrate()
     return store
 
 
 async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
-    target = resolve_target(dsn, opts.engine)
+    target = resolve_target(dsn, opts.engine, opts.migrated())
     try:
         drv = async_driver(opts.driver)
         if target.dsn is None:
@@ -1042,6 +1103,8 @@ async def _open_async(dsn: Any, opts: ConnectOptions) -> AsyncStore:
     except BaseException:
         await store.close()
         raise
+    if opts.migrate:
+        await asyncio.to_thread(target.after_migrate)
     return store
 
 
@@ -1072,5 +1135,8 @@ def connect_async(dsn: Any, **options: Unpack[ConnectKwargs]) -> AsyncConnector:
     ``store = await connect_async(...)`` or ``async with connect_async(...) as store:``.
     The options are checked now, before anything is awaited.
     """
+    if is_memory(dsn):
+        check_memory(dsn, options)
+        return AsyncConnector(lambda: connect_memory_async(dsn, options))
     opts = ConnectOptions(**options)
     return AsyncConnector(lambda: _open_async(dsn, opts))

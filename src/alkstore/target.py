@@ -39,6 +39,8 @@ class Target:
     native: Any = None
     close: Callable[[], None] = _nothing
     """Releases what resolving started (the PGlite bridge); idempotent."""
+    after_migrate: Callable[[], None] = _nothing
+    """Called once the store has migrated the schema (caches a fresh PGlite database)."""
 
     @property
     def needs_detection(self) -> bool:
@@ -46,8 +48,16 @@ class Target:
         return self.requested != PGLITE_SCHEME
 
 
-def resolve_target(dsn: Any, engine: str | None) -> Target:
-    """Pick the requested engine (explicit, or from the URI scheme) and start what it needs."""
+def resolve_target(
+    dsn: Any, engine: str | None, migrated: tuple[str, Mapping[str, Any]] | None = None
+) -> Target:
+    """Pick the requested engine (explicit, or from the URI scheme) and start what it needs.
+
+    ``migrated``: the schema name and engine options the store will migrate, if it does; a
+    fresh PGlite database then starts from the cached, migrated one.
+    """
+    if engine == "memory":
+        raise InvalidOptions("dsn", dsn, "engine 'memory' runs on a memory:// URI only")
     if not isinstance(dsn, str):
         return Target(engine or "postgres", None, native=dsn)
     scheme = urlsplit(dsn).scheme
@@ -55,9 +65,11 @@ def resolve_target(dsn: Any, engine: str | None) -> Target:
         if engine not in (None, PGLITE_SCHEME):
             raise InvalidOptions("engine", engine, "a pglite:// URI needs engine='pglite'")
         from .engines.pglite.engine import open_pglite
+        from .engines.pglite.template import Template
 
-        real_dsn, close = open_pglite(dsn)
-        return Target(PGLITE_SCHEME, real_dsn, close=close)
+        template = None if migrated is None else Template.for_schema(*migrated)
+        real_dsn, close, after_migrate = open_pglite(dsn, template)
+        return Target(PGLITE_SCHEME, real_dsn, close=close, after_migrate=after_migrate)
     if scheme not in ("postgres", "postgresql"):
         raise InvalidOptions("dsn", dsn, "must be a postgresql:// or pglite:// URI")
     return Target(engine or "postgres", dsn)

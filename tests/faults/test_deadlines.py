@@ -17,6 +17,7 @@ from proxy import FaultProxy
 
 from alkstore import ConnectionFailed, DeadlineExceeded, MigrationLocked, StatementTimeout
 from alkstore.conformance.cluster import TempCluster
+from alkstore.conformance.harness import Backend, StoreHandle
 from alkstore.core.plans import Plan, Statement, Steps
 from alkstore.drivers.common import resolve_timeouts
 from alkstore.engines.postgres.schema import LATEST
@@ -119,6 +120,34 @@ def test_migration_waits_boundedly_and_names_the_lock_holder(
         assert time.monotonic() - started < 0.3 + SLACK
         message = str(info.value)
         assert f"pid {pid}" in message and "'lock-holder'" in message, message
+        holder.rollback()
+    owner.set_version(LATEST)
+    owner.close()
+
+
+def test_a_claim_row_migration_lock_wait_is_bounded_and_says_why_unnamed(
+    fault_cluster: TempCluster,
+) -> None:
+    # Engines without advisory locks (CockroachDB here, behind its emulation guard) take the
+    # migration lock by updating a claim row: the wait is bounded the same way.
+    schema = _schema()
+    backend = Backend(fault_cluster.dsn, "cockroachdb", emulate=True)
+    owner = StoreHandle(backend, "psycopg", schema, owner=True)
+    owner.set_version(LATEST - 1)
+    with psycopg.connect(fault_cluster.dsn) as holder:
+        holder.execute(f"UPDATE {schema}.migration_lock SET claimed_on = now()")
+        started = time.monotonic()
+        with pytest.raises(MigrationLocked) as info:
+            StoreHandle(
+                Backend(
+                    fault_cluster.dsn, "cockroachdb", emulate=True, options={"lock_timeout": 0.3}
+                ),
+                "psycopg",
+                schema,
+                owner=False,
+            )
+        assert time.monotonic() - started < 0.3 + SLACK
+        assert "migration_lock row cannot be named" in str(info.value), str(info.value)
         holder.rollback()
     owner.set_version(LATEST)
     owner.close()

@@ -1,13 +1,13 @@
 // pg-boss side of `alkstore bench peers`: pre-enqueue, warm up, then time a drain.
 //
 // Usage: node drain.mjs < args.json, with {dsn, schema, queue, jobs, consumers, batch, warmup,
-// timeoutSeconds}. Jobs are inserted with boss.insert() in batches of 1,000; the drain runs
+// timeoutSeconds, analyze}. Jobs are inserted with boss.insert() in batches of 1,000; the drain runs
 // `consumers` concurrent loops of boss.fetch(queue, {batchSize}) + boss.complete(queue, ids),
 // the same loop the Python harness runs for alkstore; with mode 'work' it drains through
 // boss.work() instead (batchSize = batch, localConcurrency = consumers, burstWhenBatchFull so
 // a full batch fetches again at once: its best settings for a drain), the clock stopping when
-// offWork has waited for the last completions. After the prefill: VACUUM ANALYZE, CHECKPOINT
-// (the preparation every system gets). Prints one JSON object on stdout:
+// offWork has waited for the last completions. After the prefill: VACUUM ANALYZE (when
+// analyze: the "steady" variant), CHECKPOINT (the preparation every system gets). Prints one JSON object on stdout:
 // enqueueSeconds, seconds, ids (every id delivered), fetchSeconds (each fetch call),
 // emptyFetches, peakRssBytes, versions. The harness counts completed jobs in the database.
 import { PgBoss } from 'pg-boss'
@@ -91,10 +91,10 @@ const enqueueSeconds = await enqueue(boss, args.queue, args.jobs)
 await enqueue(boss, warmupQueue, args.warmup)
 const run = args.mode === 'work' ? drainWork : drain
 await run(boss, warmupQueue, args.warmup, args.consumers, args.batch, args.timeoutSeconds)
-if (args.checkpoint) {
-  await boss.getDb().executeSql('VACUUM ANALYZE')
-  try { await boss.getDb().executeSql('CHECKPOINT') } catch { /* needs superuser: skipped */ }
-}
+// The same preparation as every system of the run (alkstore.bench.server.prepare_drain):
+// "steady" (analyze true) vacuums and analyses, "burst" only checkpoints.
+if (args.analyze) await boss.getDb().executeSql('VACUUM ANALYZE')
+try { await boss.getDb().executeSql('CHECKPOINT') } catch { /* needs superuser: skipped */ }
 
 const result = await run(
   boss, args.queue, args.jobs, args.consumers, args.batch, args.timeoutSeconds)

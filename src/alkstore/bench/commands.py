@@ -37,7 +37,7 @@ from .report import (
     write_json,
 )
 from .results import Outcome, Unavailable
-from .server import Server, bench_server
+from .server import STEADY, VARIANTS, Server, bench_server
 
 Row = dict[str, Any]
 T = TypeVar("T")
@@ -484,10 +484,23 @@ def latency(
             "second store (send -> handler start; pg8000 cannot listen, so it polls). "
             f"Peers: their workers (concurrency {batch}) woken by NOTIFY, sends from a second "
             "connection (send -> handler start). send p50/p99: how long each send took (a "
-            "durable commit waits for its WAL flush: the floor under every row)."
+            "durable commit waits for its WAL flush: the floor under every row). "
+            "commit->handler: from the send's return (its commit) to the handler's start "
+            "(negative when the handler started before the sender heard of its commit)."
         ]
         table = Table(
             f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes
+        )
+        stage_rows = [r for r in rows if r.get("stamped") is not None]
+        stage_notes = [
+            "work() rows, ms: send = the send call; send start->listener = until the "
+            "store's listener received the NOTIFY; listener->fetcher = until the woken fetch "
+            "loop ran; claim = the claim statement; claimed->handler = until the handler "
+            "started. Jobs stamped: those claimed by a woken fetch loop (the rest were "
+            "claimed by a slot's complete_and_fetch)."
+        ]
+        stage_table = Table(
+            "work() stage breakdown", latency_bench.STAGE_COLUMNS, stage_rows, stage_notes
         )
         chart = _bar_chart(
             "send -> fetch p50 / p99 ms",
@@ -498,7 +511,8 @@ def latency(
                 for q in ("p50", "p99")
             },
         )
-        return Measured({"results": rows}, [table], chart)
+        tables = [table, stage_table] if stage_rows else [table]
+        return Measured({"results": rows}, tables, chart)
 
     return run("latency", options, arguments, measure)
 
@@ -565,6 +579,7 @@ def scale(
     drivers: Sequence[str],
     depths: Sequence[int],
     finished: int,
+    burst: int | None = None,
     samples: int,
     drain_jobs: int,
     consumers: int,
@@ -576,6 +591,7 @@ def scale(
         drivers=drivers,
         depths=depths,
         finished=finished,
+        burst=burst,
         samples=samples,
         drain_jobs=drain_jobs,
         consumers=consumers,
@@ -585,7 +601,7 @@ def scale(
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows: list[Row] = []
         for driver in drivers:
-            for scenario in scale_bench.scenarios(list(depths), finished):
+            for scenario in scale_bench.scenarios(list(depths), finished, burst):
                 rows.append(
                     scale_bench.scale_cell(
                         server.dsn,
@@ -632,8 +648,11 @@ def peers(
     jobs: int,
     consumers: Sequence[int],
     batches: Sequence[int],
+    variants: Sequence[str] = (STEADY,),
 ) -> dict[str, Any]:
-    """``bench peers``: alkstore and its peers drain the same jobs on the same server."""
+    """``bench peers``: alkstore and its peers drain the same jobs on the same server, each
+    prepared the same way after its prefill, per variant (``steady``, ``burst``: see
+    :func:`.server.prepare_drain`)."""
     arguments = _arguments(
         engine=engine,
         drivers=drivers,
@@ -641,36 +660,37 @@ def peers(
         jobs=jobs,
         consumers=consumers,
         batch=batches,
+        variants=variants,
     )
     unknown = [n for n in names if n not in PEERS]
     if unknown:
         raise ValueError(f"unknown peers {unknown}: choose from {', '.join(PEERS)}")
+    strange = [v for v in variants if v not in VARIANTS]
+    if strange or not variants:
+        raise ValueError(f"unknown variants {strange}: choose from {', '.join(VARIANTS)}")
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         results: list[Outcome] = []
-        for c, b in cells(consumers, batches):
-            for driver in drivers:
-                results.append(
-                    _drain_one(
-                        server,
-                        progress,
-                        Backend(engine, driver, options.emulate),
-                        jobs,
-                        c,
-                        b,
-                        options.timeout,
+        for variant in variants:
+            for c, b in cells(consumers, batches):
+                for driver in drivers:
+                    backend = Backend(engine, driver, options.emulate, variant=variant)
+                    results.append(
+                        _drain_one(server, progress, backend, jobs, c, b, options.timeout)
                     )
+                spec = DrainSpec(
+                    jobs=jobs, consumers=c, batch=b, timeout=options.timeout, variant=variant
                 )
-            spec = DrainSpec(jobs=jobs, consumers=c, batch=b, timeout=options.timeout)
-            for name in names:
-                label = f"{name} c={c} b={b}"
-                results.append(
-                    run_isolated(progress, label, jobs, _peer_cell, name, server.dsn, spec)
-                )
+                for name in names:
+                    label = f"{name} c={c} b={b} [{variant}]"
+                    results.append(
+                        run_isolated(progress, label, jobs, _peer_cell, name, server.dsn, spec)
+                    )
         rows = _rows(results)
         ratios = _ratios(rows, names)
         enqueue_rows = _enqueue_ratios(rows, names)
         ratio_columns = [
+            Column("variant", "variant", justify="left"),
             Column("consumers", "consumers"),
             Column("batch", "batch"),
             Column("alkstore", "alkstore jobs/s"),
@@ -678,7 +698,7 @@ def peers(
             *(Column(f"{name} ratio", f"alkstore / {name}", 2) for name in names),
         ]
         tables = [
-            Table(f"peers: {jobs:,} jobs", DRAIN_COLUMNS, rows),
+            Table(f"peers: {jobs:,} jobs", PEER_COLUMNS, rows, [VARIANT_NOTE]),
             Table("alkstore / peer (jobs/s of the best alkstore driver)", ratio_columns, ratios),
             Table(
                 "batch insert",
@@ -697,14 +717,29 @@ def peers(
     return run("peers", options, arguments, measure)
 
 
+PEER_COLUMNS = (DRAIN_COLUMNS[0], Column("variant", "variant", justify="left"), *DRAIN_COLUMNS[1:])
+"""The drain columns with the variant after the system."""
+
+VARIANT_NOTE = (
+    "steady: each system's tables VACUUM ANALYZEd and a CHECKPOINT after its prefill (the "
+    "headline figures); burst: a CHECKPOINT only, the drain plans without the prefill's "
+    "statistics"
+)
+
+
 def _ratios(rows: Sequence[Row], names: Sequence[str]) -> list[Row]:
     out: list[Row] = []
+    variants = list(dict.fromkeys(r.get("variant") for r in rows))
     keys = sorted({(r["consumers"], r["batch"]) for r in rows}, key=lambda k: (k[1], k[0]))
-    for c, b in keys:
-        here = [r for r in rows if r["consumers"] == c and r["batch"] == b]
+    for variant, (c, b) in ((v, k) for v in variants for k in keys):
+        here = [
+            r
+            for r in rows
+            if r["consumers"] == c and r["batch"] == b and r.get("variant") == variant
+        ]
         ours = [r["jobs_per_s"] for r in here if r["system"] == "alkstore" and r["available"]]
         best = max(ours) if ours else None
-        row: Row = {"consumers": c, "batch": b, "alkstore": best}
+        row: Row = {"variant": variant, "consumers": c, "batch": b, "alkstore": best}
         for name in names:
             peer = next((r for r in here if r["system"] == name), None)
             if peer is None or not peer["available"]:

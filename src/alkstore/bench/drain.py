@@ -25,7 +25,7 @@ from .loops import LoopOutcome, Tally, run_tasks, run_threads, tracked
 from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
 from .progress import Progress
 from .results import Cell, DrainResult
-from .server import drop_schema, prepare_drain
+from .server import STEADY, drop_schema, prepare_drain
 from .telemetry_bench import instrument_for_bench
 from .work_drain import work_tasks, work_threads
 
@@ -70,6 +70,9 @@ class Backend:
     pooled_dsn: str | None = None
     """Connect the stores here, through PgBouncer (``pooler="pgbouncer"``), instead of to the
     DSN the drain is given (which setup and checks keep using)."""
+    variant: str | None = None
+    """How the tables are prepared after the prefill (:func:`.server.prepare_drain`; None:
+    the ``steady`` preparation, unlabelled -- ``bench peers`` labels both)."""
 
     def __attrs_post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -110,7 +113,12 @@ class Backend:
         if self.pooled_dsn is not None:
             engine = f"{engine} [pgbouncer]"
         return Cell(
-            system="alkstore", engine=engine, driver=self.driver, consumers=consumers, batch=batch
+            system="alkstore",
+            engine=engine,
+            driver=self.driver,
+            consumers=consumers,
+            batch=batch,
+            variant=self.variant,
         )
 
     def open_sync(self, dsn: str, schema: str, pool_size: int) -> alkstore.Store:
@@ -345,7 +353,7 @@ def _drain_sync(d: _Drain) -> DrainResult:
         enqueue_seconds = send_in_batches(lambda s: store.send_many(QUEUE, s), d.jobs, scenario)
         send_in_batches(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup, scenario)
         loops(WARMUP_QUEUE, Tally(d.warmup))
-        prepare_drain(d.dsn)
+        prepare_drain(d.dsn, d.backend.variant or STEADY)
         with d.timed() as tally:
             outcome = loops(QUEUE, tally)
         completed = store.queue_stats(QUEUE).counts[JobState.COMPLETED]
@@ -371,7 +379,7 @@ async def _drain_async(d: _Drain) -> DrainResult:
         )
         await send_in_batches_async(lambda s: store.send_many(WARMUP_QUEUE, s), d.warmup, scenario)
         await loops(WARMUP_QUEUE, Tally(d.warmup))
-        await asyncio.to_thread(prepare_drain, d.dsn)
+        await asyncio.to_thread(prepare_drain, d.dsn, d.backend.variant or STEADY)
         with d.timed() as tally:
             outcome = await loops(QUEUE, tally)
         completed = (await store.queue_stats(QUEUE)).counts[JobState.COMPLETED]

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.records import Job
+from ..worker import stages
 from .drain import QUEUE, Backend, alkstore_row
 from .measure import Latency, peak_rss_mb, reset_peak_rss
 from .pacing import deadline_after, paced_async, paced_sync
@@ -53,8 +54,25 @@ COLUMNS = (
     Column("max_ms", "max ms", 1),
     Column("send_p50_ms", "send p50 ms", 1),
     Column("send_p99_ms", "send p99 ms", 1),
+    Column("commit_p50_ms", "commit→handler p50 ms", 1),
+    Column("commit_p99_ms", "commit→handler p99 ms", 1),
     Column("consumer", "consumer", justify="left"),
 )
+
+STAGES = (
+    ("send", "send (its commit)"),
+    ("notify", "send start→listener"),
+    ("wake", "listener→fetcher"),
+    ("claim", "claim"),
+    ("dispatch", "claimed→handler"),
+)
+"""The stages of a ``work()`` wake-up (key, what it spans), in path order."""
+STAGE_COLUMNS = (
+    *BACKEND_COLUMNS,
+    Column("stamped", "jobs stamped"),
+    *(Column(f"{key}_{q}_ms", f"{label} {q}", 2) for key, label in STAGES for q in ("p50", "p99")),
+)
+"""The stage breakdown table of the ``work()`` rows."""
 
 
 class _Receiver:
@@ -76,6 +94,70 @@ class _Receiver:
         """Record the waits of fetched ``jobs`` (now is when the fetch returned)."""
         now = time.perf_counter()
         self.waits.extend(now - float(job.data["sent"]) for job in jobs)
+
+
+class _Handled(_Receiver):
+    """A ``work()`` handler's receiver: the wait of each job and, from the stage probe, the
+    stamps of its path, for :func:`_breakdown`."""
+
+    def __init__(self, total: int, rate: float, probe: stages.Probe) -> None:
+        super().__init__(total, rate)
+        self.probe = probe
+        self.paths: list[tuple[int, float, int, dict[str, int]]] = []
+        """(job number, its send's start s, handler start ns, the probe's stamps) per job."""
+
+    def started(self, job: Job) -> None:
+        """The handler started on ``job`` now."""
+        now = time.perf_counter_ns()
+        began = float(job.data["sent"])
+        self.waits.append(now / 1e9 - began)
+        self.paths.append((int(job.data["n"]), began, now, self.probe.take(job.id)))
+
+
+class _Numbered:
+    """A ``send`` callback for the paced senders whose jobs carry their number too."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, began: float) -> dict[str, Any]:
+        self.count += 1
+        return {"sent": began, "n": self.count - 1}
+
+
+def _ms(samples: Sequence[float]) -> dict[str, float | None]:
+    found = Latency.of(list(samples))
+    return {"p50": found.p50_ms, "p99": found.p99_ms}
+
+
+def _breakdown(handled: _Handled, sends: Sequence[float]) -> dict[str, Any]:
+    """Commit -> handler start, and the stage breakdown (milliseconds) of ``work()``: each
+    span from the stamps along the path (jobs a slot claimed with ``complete_and_fetch``
+    carry no claim stamps, and a job whose fetcher was not woken by its notification has no
+    listener stamp: both are left out of the stages they lack)."""
+    spans: dict[str, list[float]] = {key: [] for key, _ in STAGES}
+    commits: list[float] = []
+    stamped = 0
+    for n, began, started, stamps in handled.paths:
+        if n >= len(sends):
+            continue
+        commits.append(started / 1e9 - (began + sends[n]))
+        spans["send"].append(sends[n])
+        if not stamps:
+            continue
+        stamped += 1
+        notified = stamps.get(stages.NOTIFIED)
+        if notified is not None:
+            spans["notify"].append(notified / 1e9 - began)
+            spans["wake"].append((stamps[stages.WOKEN] - notified) / 1e9)
+        spans["claim"].append((stamps[stages.CLAIMED] - stamps[stages.CLAIMING]) / 1e9)
+        spans["dispatch"].append((started - stamps[stages.CLAIMED]) / 1e9)
+    commit = _ms(commits)
+    row: dict[str, Any] = {"commit_p50_ms": commit["p50"], "commit_p99_ms": commit["p99"]}
+    row["stamped"] = stamped
+    for key, samples in spans.items():
+        row |= {f"{key}_{q}_ms": v for q, v in _ms(samples).items()}
+    return row
 
 
 def _sent(began: float) -> dict[str, Any]:
@@ -109,12 +191,20 @@ def latency_cell(
 ) -> dict[str, Any]:
     """Send at ``rate`` jobs/s for ``duration`` s to ``consumer``; one JSON row."""
     total = max(1, round(rate * duration))
+    stamped: dict[str, Any] = {}
     try:
         args = (dsn, backend, rate, total, poll_interval, batch, schema)
         if consumer == WORK:
-            waits, sends = (
-                asyncio.run(_work_async(*args)) if backend.is_async else _work_sync(*args)
-            )
+            probe = stages.enable()
+            try:
+                handled, sends = (
+                    asyncio.run(_work_async(*args, probe))
+                    if backend.is_async
+                    else _work_sync(*args, probe)
+                )
+            finally:
+                stages.disable()
+            waits, stamped = handled.waits, _breakdown(handled, sends)
         elif backend.is_async:
             waits, sends = asyncio.run(_latency_async(*args))
         else:
@@ -132,6 +222,7 @@ def latency_cell(
             "batch": batch,
             "sent": total,
             **_timings(waits, sends),
+            **stamped,
             "consumer": consumer,
         },
     )
@@ -215,51 +306,67 @@ async def _latency_async(
 
 
 def _work_sync(
-    dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
-) -> Timings:
+    dsn: str,
+    backend: Backend,
+    rate: float,
+    total: int,
+    _interval: float,
+    batch: int,
+    schema: str,
+    probe: stages.Probe,
+) -> tuple[_Handled, list[float]]:
     with (
         backend.open_sync(dsn, schema, pool_size=batch + 4) as store,
         backend.open_sync(dsn, schema, pool_size=1) as sender,
     ):
         store.create_queue(QUEUE)
-        receiver = _Receiver(total, rate)
+        handled = _Handled(total, rate, probe)
         done = threading.Event()
+        data = _Numbered()
         reset_peak_rss()
 
         def handler(job: Job) -> None:
-            receiver.received([job])
-            if not receiver.running:
+            handled.started(job)
+            if not handled.running:
                 done.set()
 
         options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
         with store.work(QUEUE, handler, concurrency=batch, **options):
-            sends = paced_sync(total, rate, lambda began: sender.send(QUEUE, _sent(began)))
-            done.wait(max(0.0, receiver.deadline - time.monotonic()))
-    return receiver.waits, sends
+            sends = paced_sync(total, rate, lambda began: sender.send(QUEUE, data(began)))
+            done.wait(max(0.0, handled.deadline - time.monotonic()))
+    return handled, sends
 
 
 async def _work_async(
-    dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
-) -> Timings:
+    dsn: str,
+    backend: Backend,
+    rate: float,
+    total: int,
+    _interval: float,
+    batch: int,
+    schema: str,
+    probe: stages.Probe,
+) -> tuple[_Handled, list[float]]:
     store = await backend.open_async(dsn, schema, pool_size=batch + 4)
     sender = await backend.open_async(dsn, schema, pool_size=1)
     async with store, sender:
         await store.create_queue(QUEUE)
-        receiver = _Receiver(total, rate)
+        handled = _Handled(total, rate, probe)
         done = asyncio.Event()
+        data = _Numbered()
         reset_peak_rss()
 
         async def handler(job: Job) -> None:
-            receiver.received([job])
-            if not receiver.running:
+            handled.started(job)
+            if not handled.running:
                 done.set()
 
         options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
         async with await store.work(QUEUE, handler, concurrency=batch, **options):
-            sends = await paced_async(total, rate, lambda b: sender.send(QUEUE, _sent(b)))
+            sends = await paced_async(total, rate, lambda b: sender.send(QUEUE, data(b)))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(done.wait(), receiver.deadline - time.monotonic())
-    return receiver.waits, sends
+                await asyncio.wait_for(done.wait(), handled.deadline - time.monotonic())
+    return handled, sends
 
 
-__all__ = ["COLUMNS", "POLL", "WORK", "latency_cell", "peer_latency_cell"]
+__all__ = ["COLUMNS", "POLL", "STAGE_COLUMNS", "WORK", "latency_cell", "peer_latency_cell"]

@@ -61,7 +61,7 @@ class Column:
         return number(row.get(self.key), self.digits)
 
 
-IDENTITY_KEYS = frozenset({"system", "engine", "driver", "consumers", "batch", "label"})
+IDENTITY_KEYS = frozenset({"system", "variant", "engine", "driver", "consumers", "batch", "label"})
 
 BACKEND_COLUMNS = (
     Column("engine", "engine", justify="left"),

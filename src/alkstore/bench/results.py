@@ -23,12 +23,16 @@ class Cell:
     batch: int
     engine: str | None = None
     driver: str | None = None
+    variant: str | None = None
+    """How the tables were prepared before the timed drain (``bench peers``: ``steady`` or
+    ``burst``, see :func:`~alkstore.bench.server.prepare_drain`); None where not varied."""
 
     @property
     def label(self) -> str:
-        """``system engine/driver``, e.g. ``alkstore postgres/psycopg``."""
+        """``system engine/driver [variant]``, e.g. ``alkstore postgres/psycopg [burst]``."""
         parts = [p for p in (self.engine, self.driver) if p]
-        return f"{self.system} {'/'.join(parts)}".strip()
+        label = f"{self.system} {'/'.join(parts)}".strip()
+        return f"{label} [{self.variant}]" if self.variant else label
 
     @property
     def description(self) -> str:
@@ -36,14 +40,17 @@ class Cell:
         return f"{self.label} c={self.consumers} b={self.batch}"
 
     def to_json(self) -> dict[str, Any]:
-        """The identifying columns of a JSON row."""
-        return {
+        """The identifying columns of a JSON row (``variant`` only where it was set)."""
+        row: dict[str, Any] = {
             "system": self.system,
             "engine": self.engine,
             "driver": self.driver,
             "consumers": self.consumers,
             "batch": self.batch,
         }
+        if self.variant is not None:
+            row["variant"] = self.variant
+        return row
 
 
 @attrs.frozen(kw_only=True)

@@ -67,13 +67,15 @@ class Scenario:
         return text if self.analyzed else f"{text}, never analyzed"
 
 
-def scenarios(depths: list[int], finished: int) -> list[Scenario]:
-    """One scenario per depth, the smallest depth with ``finished`` finished jobs, then the
-    largest depth before any ANALYZE."""
+def scenarios(depths: list[int], finished: int, burst: int | None = None) -> list[Scenario]:
+    """One scenario per depth, the smallest depth with ``finished`` finished jobs, then
+    ``burst`` queued jobs (default: the largest depth; 0: none) before any ANALYZE."""
     result = [Scenario(depth) for depth in depths]
     if finished > 0:
         result.append(Scenario(min(depths), finished))
-    result.append(Scenario(max(depths), analyzed=False))
+    burst = max(depths) if burst is None else burst
+    if burst > 0:
+        result.append(Scenario(burst, analyzed=False))
     return result
 
 

@@ -154,12 +154,27 @@ def checkpoint(dsn: str) -> None:
         conn.execute("CHECKPOINT")
 
 
-def prepare_drain(dsn: str) -> None:
-    """What every system's timed drain gets after its prefill, the same for all:
-    ``VACUUM ANALYZE`` (statistics and visibility map of the prefilled tables), then
-    :func:`checkpoint`."""
-    with admin_connection(dsn) as conn:
-        conn.execute("VACUUM ANALYZE")
+STEADY = "steady"
+"""The headline preparation: the prefilled tables vacuumed and analysed, then a checkpoint."""
+BURST = "burst"
+"""A drain right after a burst of jobs: a checkpoint only, no statistics of the prefill."""
+VARIANTS = (STEADY, BURST)
+"""How a system's tables are prepared between its prefill and its timed drain."""
+
+
+def prepare_drain(dsn: str, variant: str = STEADY) -> None:
+    """What every system's timed drain gets after its prefill, the same for all.
+
+    :data:`STEADY`: ``VACUUM ANALYZE`` (statistics and visibility map of the prefilled
+    tables), then :func:`checkpoint` -- a queue that has been running for a while.
+    :data:`BURST`: :func:`checkpoint` only, so the drain plans with whatever statistics the
+    tables had before the prefill (autovacuum may still catch up during it) -- a burst.
+    """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}: use one of {', '.join(VARIANTS)}")
+    if variant == STEADY:
+        with admin_connection(dsn) as conn:
+            conn.execute("VACUUM ANALYZE")
     checkpoint(dsn)
 
 
@@ -171,7 +186,10 @@ def with_search_path(dsn: str, schema: str) -> str:
 
 
 __all__ = [
+    "BURST",
     "DURABLE_SETTINGS",
+    "STEADY",
+    "VARIANTS",
     "Durability",
     "Server",
     "admin_connection",
@@ -179,6 +197,7 @@ __all__ = [
     "checkpoint",
     "create_schema",
     "drop_schema",
+    "prepare_drain",
     "read_durability",
     "with_search_path",
 ]

@@ -1,9 +1,10 @@
-"""``alkstore bench``: drain, contention, enqueue, latency, rss, scale and peers benchmarks.
+"""``alkstore bench``: drain, contention, enqueue, latency, rss, scale, peers and pglite-start
+benchmarks.
 
-Every subcommand takes ``--dsn`` (default: a throwaway durable PostgreSQL), ``--json FILE``
-(default ``bench-results/<command>-<timestamp>.json``) and ``--plot FILE.png``; see
-``docs/benchmarks.md``. The exit status is 1 when an alkstore drain delivered a job twice or
-left one unfinished.
+Every subcommand but ``pglite-start`` takes ``--dsn`` (default: a throwaway durable
+PostgreSQL), ``--json FILE`` (default ``bench-results/<command>-<timestamp>.json``) and
+``--plot FILE.png``; see ``docs/benchmarks.md``. The exit status is 1 when an alkstore drain
+delivered a job twice or left one unfinished.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..bench import commands
 from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, WORK
 from ..bench.peers import LATENCY_PEERS, PEERS
 from ..bench.report import err
+from ..bench.server import STEADY, VARIANTS
 
 
 def int_list(text: str) -> list[int]:
@@ -219,19 +221,43 @@ def register(subparsers: Any) -> None:
     scale.add_argument(
         "--depths",
         type=int_list,
-        default=[10_000, 100_000, 1_000_000],
-        help="comma-separated queued-job counts (10000,100000,1000000)",
+        default=[10_000, 100_000, 1_000_000, 10_000_000],
+        help="comma-separated queued-job counts (10000,100000,1000000,10000000)",
     )
     scale.add_argument(
         "--finished",
         type=int,
-        default=None,
-        help="finished jobs retained in the last scenario (default: max depth)",
+        default=1_000_000,
+        help="finished jobs retained beside the smallest depth (%(default)s; 0: no such scenario)",
+    )
+    scale.add_argument(
+        "--burst",
+        type=int,
+        default=1_000_000,
+        help="queued jobs of the scenario before any ANALYZE (%(default)s; 0: none)",
     )
     scale.add_argument("--samples", type=int, default=500, help="fetch-latency samples")
     scale.add_argument("--drain-jobs", type=int, default=10_000, help="jobs drained per scenario")
     scale.add_argument("--consumers", type=int, default=8, help="drain consumers")
     scale.add_argument("--batch", type=int, default=10, help="drain batch size")
+
+    wal = sub.add_parser("wal", help="WAL bytes per job, alkstore beside raw SQL")
+    _common(wal)
+    wal.set_defaults(handler=_wal)
+    wal.add_argument("--jobs", type=int, default=20_000, help="jobs per cell (%(default)s)")
+    wal.add_argument(
+        "--batch", type=int_list, default=[1, 100], help="comma-separated fetch batch sizes"
+    )
+
+    start = sub.add_parser("pglite-start", help="alkstore.connect('pglite://…') start time")
+    start.add_argument("--runs", type=int, default=5, help="starts of each kind (5)")
+    start.add_argument(
+        "--no-uncached",
+        action="store_true",
+        help="leave out the fresh start without the cached database (initdb + migration)",
+    )
+    start.add_argument("--json", type=Path, help="results file (default bench-results/…)")
+    start.set_defaults(handler=_pglite_start)
 
     peers = _subcommand(
         sub, "peers", "alkstore, raw SQL, pg-boss, pgqueuer, procrastinate", _peers, grid=True
@@ -241,6 +267,13 @@ def register(subparsers: Any) -> None:
         type=name_list(tuple(PEERS)),
         default=list(PEERS),
         help=f"comma-separated: {', '.join(PEERS)} (all)",
+    )
+    peers.add_argument(
+        "--variant",
+        type=name_list(VARIANTS),
+        default=[STEADY],
+        help="comma-separated: steady (VACUUM ANALYZE + CHECKPOINT after every system's "
+        "prefill: the headline figures), burst (CHECKPOINT only, no statistics) (steady)",
     )
 
 
@@ -350,13 +383,17 @@ def _rss(args: argparse.Namespace) -> int:
 
 
 def _scale(args: argparse.Namespace) -> int:
-    finished = max(args.depths) if args.finished is None else args.finished
+    for flag, value in (("--finished", args.finished), ("--burst", args.burst)):
+        if value < 0:
+            err.print(f"[red]{flag} must be 0 or more, not {value}[/red]")
+            return 2
     commands.scale(
         _options(args),
         engine=args.engine,
         drivers=args.driver,
         depths=args.depths,
-        finished=finished,
+        finished=args.finished,
+        burst=args.burst,
         samples=args.samples,
         drain_jobs=args.drain_jobs,
         consumers=args.consumers,
@@ -365,9 +402,32 @@ def _scale(args: argparse.Namespace) -> int:
     return 0
 
 
+def _wal(args: argparse.Namespace) -> int:
+    from ..bench.wal import wal
+
+    wal(_options(args), jobs=args.jobs, batches=args.batch)
+    return 0
+
+
+def _pglite_start(args: argparse.Namespace) -> int:
+    from ..bench.pglite_start import pglite_start
+
+    if args.runs < 1:
+        err.print(f"[red]--runs must be at least 1, not {args.runs}[/red]")
+        return 2
+    pglite_start(args.runs, uncached=not args.no_uncached, json_path=args.json)
+    return 0
+
+
 def _peers(args: argparse.Namespace) -> int:
     return _status(
-        commands.peers(_options(args), engine=args.engine, names=args.peers, **_grid(args))
+        commands.peers(
+            _options(args),
+            engine=args.engine,
+            names=args.peers,
+            variants=args.variant,
+            **_grid(args),
+        )
     )
 
 

@@ -220,6 +220,11 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return None
     if args.engine not in engines:
         return f"--engine: unknown engine {args.engine!r}; known engines: {', '.join(engines)}"
+    if args.engine == "memory":
+        return (
+            "--engine memory reaches no database: run its suite with pytest --alkstore-engine "
+            "memory --pyargs alkstore.conformance.suite (docs/conformance.md)"
+        )
     if args.emulate:
         from ..engines import engine_class
 

@@ -22,6 +22,7 @@ from ..core.capabilities import Capabilities
 from ..core.contracts import TestHooks
 from ..core.plans import Plan, Row
 from ..drivers import not_installed, registry, variant
+from ..drivers.base import DriverSpec
 from ..engines import engine_class
 from ..engines.pglite.bridge import start_bridge
 from ..engines.pglite.engine import data_dir_of
@@ -41,6 +42,17 @@ def installed_variants() -> list[str]:
     """The driver variants whose client library is installed: what ``all`` runs."""
     missing = not_installed()
     return [name for name in registry() if name not in missing]
+
+
+MEMORY_ENGINE = "memory"
+"""The in-memory engine: its stores take the two faces of its in-process driver."""
+
+MEMORY_VARIANTS = {
+    "memory": DriverSpec(name="memory", is_async=False, extra="", target=""),
+    "memory-async": DriverSpec(name="memory", is_async=True, extra="", target=""),
+}
+"""The driver variants of the in-memory engine (never in the registry: they reach no
+server), its sync and async face."""
 
 
 SEVERAL_SESSIONS = "several_sessions"
@@ -80,6 +92,8 @@ class Backend:
         """Use ``dsn``; without one start a PGlite bridge (engine ``pglite``, or a
         ``pglite://`` DSN) or a throwaway PostgreSQL cluster. One bridge or cluster serves
         the whole run; each test still gets a schema of its own."""
+        if engine == MEMORY_ENGINE:
+            return cls(dsn or f"memory://conformance-{uuid.uuid4().hex[:8]}", engine, emulate)
         if engine == "pglite" and (not dsn or dsn.startswith("pglite:")):
             bridge = start_bridge(data_dir_of(dsn or "pglite://"))
 
@@ -122,7 +136,7 @@ class StoreHandle:
         self.backend = backend
         self.driver = driver
         self.schema = schema
-        spec = variant(driver)
+        spec = MEMORY_VARIANTS.get(driver) or variant(driver)
         self.is_async = spec.is_async
         self._loop: _LoopThread | None = None
         self._store: Store | AsyncStore

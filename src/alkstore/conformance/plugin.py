@@ -34,8 +34,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from .harness import (
+    MEMORY_ENGINE,
+    MEMORY_VARIANTS,
     Backend,
     StoreHandle,
     driver_variants,
@@ -47,6 +50,15 @@ from .pgbouncer import PgBouncerUnavailable
 from .servers import ServerUnavailable, start_throwaway
 
 _backend_key = pytest.StashKey[Backend]()
+
+MATRIX_PROFILE = "alkstore-matrix"
+"""The hypothesis profile of runs that repeat the suite over many servers and drivers
+(``--hypothesis-profile alkstore-matrix``): each property test of the suite runs at most
+:data:`MATRIX_EXAMPLES` examples instead of its full count (docs/conformance.md)."""
+MATRIX_EXAMPLES = 8
+
+# Registered on import so that ``--hypothesis-profile`` finds it when pytest configures.
+settings.register_profile(MATRIX_PROFILE, max_examples=MATRIX_EXAMPLES)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -93,6 +105,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _drivers(config: pytest.Config) -> list[str]:
     raw = str(config.getoption("--alkstore-driver"))
     known = driver_variants()
+    if config.getoption("--alkstore-engine") == MEMORY_ENGINE:
+        raw, known = raw.replace("all", ",".join(MEMORY_VARIANTS)), list(MEMORY_VARIANTS)
     if raw == "all":
         return installed_variants()
     names = [n.strip() for n in raw.split(",") if n.strip()]
@@ -154,6 +168,18 @@ def alkstore_store(
         yield handle
     finally:
         handle.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On the in-memory engine, skip what it cannot do, with the reason
+    (:mod:`.memory_skips`)."""
+    if config.getoption("--alkstore-engine") == MEMORY_ENGINE:
+        from .memory_skips import skip_reason_on_memory
+
+        for item in items:
+            reason = skip_reason_on_memory(item.nodeid)
+            if reason is not None:
+                item.add_marker(pytest.mark.skip(reason=f"memory: {reason}"))
 
 
 def _server_label(config: pytest.Config) -> str:

@@ -15,8 +15,8 @@ from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
 from .flows import FlowStep
 from .options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
-from .plans import Plan, Row
-from .queries import JobQuery, JobSelector
+from .plans import Isolation, Plan, Row
+from .queries import JobPage, JobQuery, JobSearch, JobSelector
 from .records import Handoff, Job, Queue, QueueStats
 from .states import JobState
 from .targets import Targets
@@ -157,9 +157,15 @@ class Engine(Protocol):
         ...
 
     def complete_and_fetch(
-        self, queue: str, targets: Targets, output_json: str | None, batch_size: int
+        self,
+        queue: str,
+        targets: Targets,
+        output_json: str | None,
+        batch_size: int,
+        include_metadata: bool = True,
     ) -> Plan[Handoff] | None:
-        """``complete`` then ``fetch`` as one plan, or None (the store runs the two)."""
+        """``complete`` then ``fetch`` as one plan, or None (the store runs the two); the
+        claimed jobs lean without ``include_metadata`` (see ``FetchOptions``)."""
         ...
 
     def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
@@ -200,6 +206,11 @@ class Engine(Protocol):
     ) -> Plan[list[Job]]:
         """Up to ``limit`` jobs of ``queue`` in ``states`` (all when empty), ids after
         ``after``, in id order (read-only; keyset pages)."""
+        ...
+
+    def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
+        """A page of ``queue``'s jobs matching ``search`` (state, key, text in data), looking
+        at no more than ``search.scan`` jobs (read-only; keyset pages)."""
         ...
 
     # finding and editing jobs
@@ -253,6 +264,24 @@ class Engine(Protocol):
 
     def test_hooks(self) -> TestHooks:
         """The plans the conformance suite uses to set up and read state."""
+        ...
+
+
+@runtime_checkable
+class OwnRuntime(Protocol):
+    """An engine that builds the worker runtime's plans itself instead of running the postgres
+    family's SQL for them (the in-memory engine). Optional: the runtime checks for it."""
+
+    isolation: Isolation | None
+    """Isolation of a transactional worker's transaction."""
+
+    def claim_pass(self, interval: float, owner: str) -> Plan[bool]:
+        """Claim the next maintenance pass: True for one caller per ``interval`` seconds."""
+        ...
+
+    def watch(self, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
+        """Heartbeat the running jobs that have ``heartbeat_seconds``; the ids of those still
+        active in the attempt they were fetched in."""
         ...
 
 

@@ -172,3 +172,18 @@ class StatementTimeout(AlkstoreError, TimeoutError):
 class MigrationLocked(SchemaVersionError, TimeoutError):
     """Another session held the migration lock for longer than the lock timeout; the
     message names it (pid, application_name, client address) so it can be found."""
+
+
+class MetadataNotFetched(AlkstoreError, AttributeError):
+    """A metadata field of a lean :class:`~.records.Job` was read: ``fetch`` and
+    ``complete_and_fetch`` leave it out unless ``include_metadata=True`` (``get_job`` always
+    reads it). An ``AttributeError``, so ``hasattr(job, name)`` is False (docs/guide.md,
+    "Lean jobs")."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(
+            f"Job.{field} was not fetched: pass include_metadata=True to fetch or "
+            "complete_and_fetch, or read the job with get_job"
+        )
+        self.field = field
+        """The field that was read."""

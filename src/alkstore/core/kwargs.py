@@ -53,6 +53,7 @@ class JobOptionsKwargs(TypedDict, total=False):
     group_id: str | None
     group_tier: str | None
     dead_letter: str | None
+    trace_context: Mapping[str, str] | None
 
 
 class ConnectKwargs(TypedDict, total=False):

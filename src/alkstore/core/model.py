@@ -17,7 +17,9 @@ Uncertain times
 
     * the retry backoff has random jitter (spec §4): after a backoff retry the model only
       knows ``start_after`` (and ``keep_until``, which moves with it) as an interval
-      ``[start_after, start_after_latest]`` from :func:`~.retry.retry_delay_bounds`;
+      ``[start_after, start_after_latest]`` from :func:`~.retry.retry_delay_bounds` (unless
+      it is given a ``jitter`` source, as the in-memory engine gives it: then it picks the
+      delay in that interval, as an engine does);
     * an engine reads ``now()`` on the server per statement, so between two events its clock
       runs ahead of the model's by the real time that passed. :attr:`Model.slack` is an
       upper bound on that lead, in seconds: the engine's clock is taken to be anywhere in
@@ -36,8 +38,13 @@ Dead letters
     A dead-letter copy gets a new id that the engine generates; the model cannot know it, so
     it gives the copy an id of its own (a UUIDv5, stable across runs). Compare copies by
     ``source_id`` (:meth:`Model.dead_letters`), not by id. The fetch order of several copies
-    made by one statement depends on those unknown ids, and ``redrive`` (whose new jobs also
-    get engine-made ids) is not modelled.
+    made by one statement depends on those unknown ids. ``redrive`` takes the maker of the
+    new jobs' ids (an engine makes its own, so a comparison goes by ``source_id`` or data).
+
+The in-memory engine (``engines/memory``) runs this model behind the store's API, with the
+wall clock as :attr:`Model.now` and a random jitter: so it also implements what a test of an
+engine against the model leaves out (throttle slots, ``list_jobs``, ``queue_stats``,
+``redrive``, each maintenance duty on its own).
 
 Where the contract is silent the model follows the PostgreSQL engine, and says so:
 
@@ -55,16 +62,26 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import math
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
+from cronsim import CronSim
 
-from .errors import InvalidOptions, JobConflict, QueueExists, QueueInUse, QueueNotFound
+from .errors import (
+    FlowRefused,
+    InvalidOptions,
+    JobConflict,
+    QueueExists,
+    QueueInUse,
+    QueueNotFound,
+)
 from .options import GroupLimit, JobOptions, Policy, QueueOptions, dump_json
-from .records import Job, MaintenanceReport
+from .records import Job, MaintenanceReport, QueueStats
 from .retry import retry_delay_bounds
+from .schedules import SKIP_GRACE, SLOT_NAMESPACE, Missed
 from .states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
 from .targets import Targets
 
@@ -148,6 +165,10 @@ class ModelJob:
     seq: int
     """Number of the statement that created the job: orders jobs created at the same model
     time the way the engine's distinct ``created_on`` values do."""
+    singleton_on: dt.datetime | None = None
+    """Start of the job's throttle slot (``singleton_seconds``), None when not throttled."""
+    trace_context: dict[str, str] | None = None
+    """The sender's trace context: passed through (a dead-letter copy keeps its source's)."""
 
     @property
     def keep_until_latest(self) -> dt.datetime:
@@ -166,7 +187,7 @@ class ModelJob:
     def to_job(self) -> Job:
         """This job as a :class:`~.records.Job` (the model's own fields dropped)."""
         fields = attrs.asdict(self, recurse=False)
-        del fields["start_after_latest"], fields["seq"]
+        del fields["start_after_latest"], fields["seq"], fields["singleton_on"]
         return Job(**fields)
 
 
@@ -183,6 +204,19 @@ def _seconds(value: float) -> dt.timedelta:
 BLOCKED: dt.datetime = dt.datetime.max.replace(tzinfo=dt.UTC)
 """``start_after`` and ``keep_until`` of a job waiting in a flow: as the store reads the
 database's ``'infinity'``, which time never moves."""
+
+
+LATEST: dt.datetime = BLOCKED - dt.timedelta(days=1)
+"""The latest time the model computes: a retry of a row stored with a delay no valid options
+give (docs/guarantees.md) waits until then, instead of overflowing."""
+
+
+def _later(moment: dt.datetime, seconds: float) -> dt.datetime:
+    """``moment`` plus ``seconds``, at most :data:`LATEST`."""
+    try:
+        return min(moment + _seconds(seconds), LATEST)
+    except OverflowError:
+        return LATEST
 
 
 def _shifted(moment: dt.datetime, shift: dt.timedelta) -> dt.datetime:
@@ -251,8 +285,18 @@ class Model:
     store returns and raises the store's errors.
     """
 
-    def __init__(self, now: dt.datetime = START, *, slack: float = 0.0) -> None:
+    def __init__(
+        self,
+        now: dt.datetime = START,
+        *,
+        slack: float = 0.0,
+        jitter: Callable[[], float] | None = None,
+    ) -> None:
         self.now: dt.datetime = now
+        self.jitter: Callable[[], float] | None = jitter
+        """Where the backoff jitter comes from: None leaves it unknown (an interval, see the
+        module doc); a function returning a fraction in [0, 1) picks the delay in
+        ``retry_delay_bounds`` at that fraction, as an engine does."""
         """The model's clock: the time every operation happens at."""
         self.slack: float = slack
         """Seconds the engine's clock may run ahead of the model's (see the module doc)."""
@@ -285,6 +329,8 @@ class Model:
                 job.completed_on -= shift
             if job.heartbeat_on is not None:
                 job.heartbeat_on -= shift
+            if job.singleton_on is not None:
+                job.singleton_on -= shift
 
     def tick(self, seconds: float) -> None:
         """Let ``seconds`` pass by moving :attr:`now` forward."""
@@ -391,12 +437,11 @@ class Model:
                 raise QueueNotFound(own, field="dead_letter")
         if any((queue, i) in self.jobs for i in ids):
             raise JobConflict(f"a job with one of these ids already exists in {queue!r}")
-        if any(o.singleton_seconds is not None for _i, _d, o in prepared):
-            raise InvalidOptions("singleton_seconds", "...", "the model has no throttle slots")
         seq = self._next_seq()
         sent: list[uuid.UUID | None] = []
         for job_id, data, options in prepared:
-            if self._policy_refuses(queue, options.singleton_key):
+            throttled, slot = self._throttle_slot(queue, options)
+            if throttled or self._policy_refuses(queue, options.singleton_key):
                 sent.append(None)
                 continue
             sent.append(job_id)
@@ -406,6 +451,8 @@ class Model:
                 start_after = start
             else:
                 start_after = self.now + _seconds(start or 0.0)
+            if slot is not None and slot > self.now:
+                start_after = max(start_after, slot)  # a debounced job waits for its slot
             self.jobs[(queue, job_id)] = ModelJob(
                 id=job_id,
                 queue=queue,
@@ -440,18 +487,26 @@ class Model:
                 dead_letter=options.dead_letter,
                 start_after_latest=start_after,
                 seq=seq,
+                singleton_on=slot,
+                trace_context=options.trace_context,
             )
         return sent
 
     # -- fetching and settling -------------------------------------------------------------
 
     def fetch(
-        self, queue: str, batch_size: int, group_concurrency: GroupLimit | None = None
+        self,
+        queue: str,
+        batch_size: int,
+        group_concurrency: GroupLimit | None = None,
+        *,
+        ignore_start_after: bool = False,
     ) -> list[uuid.UUID]:
         """Claim up to ``batch_size`` due queued jobs; returns their ids in fetch order.
 
         ``started_on = now``; ``retry_count`` grows by one when the job had started before;
-        ``heartbeat_on = now`` for jobs with ``heartbeat_seconds``.
+        ``heartbeat_on = now`` for jobs with ``heartbeat_seconds``. ``ignore_start_after``
+        also claims jobs not due yet (never a flow job still waiting for its parents).
         """
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidOptions("batch_size", batch_size, "must be an integer >= 1")
@@ -461,7 +516,9 @@ class Model:
             (j for j in self.jobs.values() if j.queue == queue and j.state in QUEUED),
             key=ModelJob.fetch_key,
         )
-        picked = self._claimable(queue, waiting, batch_size, group_concurrency)
+        picked = self._claimable(
+            queue, waiting, batch_size, group_concurrency, ignore_start_after=ignore_start_after
+        )
         for job in picked:
             if job.started_on is not None:
                 job.retry_count += 1
@@ -561,19 +618,28 @@ class Model:
         try:
             # One statement per queue, in the order of the queues' names (as the engine).
             for queue in sorted({step["queue"] for step in steps}):
+                chosen = [s for s in steps if s["queue"] == queue]
                 batch = [
                     (
                         s["id"],
                         s.get("data"),
                         JobOptions(**{k: v for k, v in s.items() if k not in skip}),
                     )
-                    for s in steps
-                    if s["queue"] == queue
+                    for s in chosen
                 ]
-                self.send_many(queue, batch)
+                sent = self.send_many(queue, batch)
+                refused = [s["ref"] for s, i in zip(chosen, sent, strict=True) if i is None]
+                if refused:
+                    raise FlowRefused(refused)
         except Exception:
             self.jobs, self._seq = saved
             raise
+        # What deleted jobs whose ids the flow reuses left behind would count for the new ones.
+        reused = set(refs.values())
+        for key in reused:
+            self.waiting.pop(key, None)
+        for entry in self.waiting.values():
+            entry.parents = [p for p in entry.parents if p not in reused]
         for step in steps:
             parents = [refs[ref] for ref in dict.fromkeys(step.get("depends_on", ()))]
             if not parents:
@@ -656,6 +722,18 @@ class Model:
         match: str = "newest",
     ) -> int:
         """Replace the data of the queued job(s) chosen; how many changed."""
+        return len(self.update_jobs(queue, data, id=id, singleton_key=singleton_key, match=match))
+
+    def update_jobs(
+        self,
+        queue: str,
+        data: Any,
+        *,
+        id: uuid.UUID | None = None,
+        singleton_key: str | None = None,
+        match: str = "newest",
+    ) -> list[uuid.UUID]:
+        """:meth:`update`, returning the ids of the jobs changed, newest first."""
         if queue not in self.queues:
             raise QueueNotFound(queue)
         chosen = [
@@ -670,7 +748,7 @@ class Model:
         value = _json_value("data", data)
         for job in chosen:
             job.data = copy.deepcopy(value)
-        return len(chosen)
+        return [job.id for job in reversed(chosen)]
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -679,23 +757,45 @@ class Model:
         timeouts, retention, deletion."""
         saved = (copy.deepcopy(self.jobs), self._seq, self._dead_letters_made)
         try:
-            expired = [j for j in self._all_in(ACTIVE) if self._expired(j)]
-            self._fail_all(expired, TIMED_OUT)
-            silent = [j for j in self._all_in(ACTIVE) if self._heartbeat_expired(j)]
-            self._fail_all(silent, HEARTBEAT_TIMED_OUT)
-            old = [j for j in self._all_in(QUEUED) if self._past_retention(j)]
-            done = [j for j in self._all_in(FINISHED) if self._past_deletion(j)]
+            expired = self.expire()
+            silent = self.expire_heartbeats()
+            old = self.remove_expired_retention()
+            done = self.delete_finished()
         except AmbiguousTiming:
             self.jobs, self._seq, self._dead_letters_made = saved
             raise
-        for job in old + done:
-            del self.jobs[(job.queue, job.id)]
         return MaintenanceReport(
-            expired=len(expired),
-            heartbeat_expired=len(silent),
-            retention_removed=len(old),
-            deleted=len(done),
+            expired=expired, heartbeat_expired=silent, retention_removed=old, deleted=done
         )
+
+    # Each duty of a pass on its own, as the store runs them: every one decides for all of its
+    # jobs before it changes any (AmbiguousTiming then leaves everything as it was).
+
+    def expire(self) -> int:
+        """Fail the active jobs past their expiry; how many."""
+        expired = [j for j in self._all_in(ACTIVE) if self._expired(j)]
+        self._fail_all(expired, TIMED_OUT)
+        return len(expired)
+
+    def expire_heartbeats(self) -> int:
+        """Fail the active jobs whose heartbeat timed out; how many."""
+        silent = [j for j in self._all_in(ACTIVE) if self._heartbeat_expired(j)]
+        self._fail_all(silent, HEARTBEAT_TIMED_OUT)
+        return len(silent)
+
+    def remove_expired_retention(self) -> int:
+        """Delete the queued jobs past ``keep_until``; how many."""
+        old = [j for j in self._all_in(QUEUED) if self._past_retention(j)]
+        for job in old:
+            del self.jobs[(job.queue, job.id)]
+        return len(old)
+
+    def delete_finished(self) -> int:
+        """Delete the finished jobs past their deletion time; how many."""
+        done = [j for j in self._all_in(FINISHED) if self._past_deletion(j)]
+        for job in done:
+            del self.jobs[(job.queue, job.id)]
+        return len(done)
 
     def undecided(self, after: float = 0.0) -> list[str]:
         """The time-dependent decisions that would be ambiguous ``after`` seconds from now
@@ -762,9 +862,11 @@ class Model:
                     retry_delay_max=job.retry_delay_max,
                 )
                 job.state = JobState.RETRY
-                job.start_after = self.now + _seconds(low)
-                job.start_after_latest = self.now + _seconds(high)
-                job.keep_until = job.start_after + _seconds(job.retention_seconds)
+                if self.jitter is not None:
+                    low = high = low + (high - low) * self.jitter()
+                job.start_after = _later(self.now, low)
+                job.start_after_latest = _later(self.now, high)
+                job.keep_until = _later(job.start_after, job.retention_seconds)
                 job.completed_on = None
             else:
                 job.state = JobState.FAILED
@@ -788,26 +890,9 @@ class Model:
             id=copy_id,
             queue=dlq,
             data=copy.deepcopy(job.data),
-            state=JobState.CREATED,
             priority=job.priority,
-            retry_count=0,
-            retry_limit=opts.retry_limit,
-            retry_delay=opts.retry_delay,
-            retry_backoff=opts.retry_backoff,
-            retry_delay_max=opts.retry_delay_max,
-            expire_seconds=opts.expire_seconds,
-            heartbeat_seconds=opts.heartbeat_seconds,
-            retention_seconds=opts.retention_seconds,
-            deletion_seconds=opts.deletion_seconds,
             singleton_key=job.singleton_key,
-            group_id=None,
-            group_tier=None,
-            start_after=self.now,
-            created_on=self.now,
-            started_on=None,
-            completed_on=None,
-            heartbeat_on=None,
-            keep_until=self.now + _seconds(opts.retention_seconds),
+            **self._fresh_in(opts),
             output=copy.deepcopy(job.output),
             source_queue=job.queue,
             source_id=job.id,
@@ -818,7 +903,32 @@ class Model:
             dead_letter=None,
             start_after_latest=self.now,
             seq=seq,
+            trace_context=job.trace_context,
         )
+
+    def _fresh_in(self, opts: QueueOptions) -> dict[str, Any]:
+        """The fields of a job made now in a queue with ``opts`` (a dead-letter copy, a
+        redriven job): created, no attempt yet, the queue's settings, no group."""
+        return {
+            "state": JobState.CREATED,
+            "retry_count": 0,
+            "retry_limit": opts.retry_limit,
+            "retry_delay": opts.retry_delay,
+            "retry_backoff": opts.retry_backoff,
+            "retry_delay_max": opts.retry_delay_max,
+            "expire_seconds": opts.expire_seconds,
+            "heartbeat_seconds": opts.heartbeat_seconds,
+            "retention_seconds": opts.retention_seconds,
+            "deletion_seconds": opts.deletion_seconds,
+            "group_id": None,
+            "group_tier": None,
+            "start_after": self.now,
+            "created_on": self.now,
+            "started_on": None,
+            "completed_on": None,
+            "heartbeat_on": None,
+            "keep_until": self.now + _seconds(opts.retention_seconds),
+        }
 
     def _passed(
         self,
@@ -907,8 +1017,6 @@ class Model:
         )
 
     # -- policies, limits, groups and pause (issue 12, docs/queues.md) ---------------------
-    # Throttle slots (singleton_seconds) are not modelled: their boundaries follow the
-    # engine's wall clock, which the model's clock does not share.
 
     def pause_queue(self, name: str) -> None:
         """Fetch hands out nothing until :meth:`resume_queue`; sends are accepted."""
@@ -958,6 +1066,8 @@ class Model:
         waiting: list[ModelJob],
         batch_size: int,
         groups: GroupLimit | None,
+        *,
+        ignore_start_after: bool = False,
     ) -> list[ModelJob]:
         """The jobs a fetch claims from ``waiting`` (queued, in fetch order)."""
         if queue in self.paused:
@@ -994,13 +1104,119 @@ class Model:
                 limit = groups.tiers.get(tier, groups.default) if tier else groups.default
             if limit is not None and taken.get(job.group_id, 0) >= limit:
                 continue
-            if not self._due(job):
+            if job.start_after == BLOCKED or not (ignore_start_after or self._due(job)):
                 continue
             picked.append(job)
             taken[job.group_id] = taken.get(job.group_id, 0) + 1
             if one_per_key:
                 busy.add(_key(job))
         return picked
+
+    # -- throttle, listing, stats and redrive (the in-memory engine, engines/memory) -------
+    # Throttle slots start at multiples of ``singleton_seconds`` since the Unix epoch of the
+    # model's clock; an engine's slots follow its own clock, so the state machine that
+    # compares the model with a database sends no throttled jobs.
+
+    def _throttle_slot(self, queue: str, options: JobOptions) -> tuple[bool, dt.datetime | None]:
+        """Whether the throttle refuses a job (its slot, and with ``singleton_next_slot``
+        the next one too, is taken), and the slot it goes into (None: not throttled)."""
+        seconds = options.singleton_seconds
+        if seconds is None:
+            return False, None
+        key = options.singleton_key or ""
+        start = math.floor(self.now.timestamp() / seconds) * seconds
+        slots = [start, start + seconds] if options.singleton_next_slot else [start]
+        for moment in slots:
+            slot = dt.datetime.fromtimestamp(moment, dt.UTC)
+            if not any(
+                j.queue == queue
+                and j.singleton_on == slot
+                and _key(j) == key
+                and j.state is not JobState.CANCELLED
+                for j in self.jobs.values()
+            ):
+                return False, slot
+        return True, None
+
+    def list_jobs(
+        self,
+        queue: str,
+        states: Iterable[JobState] = (),
+        limit: int = 100,
+        after: uuid.UUID | None = None,
+    ) -> list[ModelJob]:
+        """Up to ``limit`` jobs of ``queue`` in ``states`` (all when empty) with ids after
+        ``after``, in id order."""
+        if queue not in self.queues:
+            raise QueueNotFound(queue)
+        wanted = frozenset(states) or frozenset(JobState)
+        found = sorted(
+            (
+                j
+                for j in self.jobs.values()
+                if j.queue == queue and j.state in wanted and (after is None or j.id > after)
+            ),
+            key=lambda j: j.id,
+        )
+        return found[:limit]
+
+    def queue_stats(self, queue: str) -> QueueStats:
+        """Counts per state, and how long the oldest due queued job has waited."""
+        if queue not in self.queues:
+            raise QueueNotFound(queue)
+        counts = dict.fromkeys(JobState, 0)
+        due: list[dt.datetime] = []
+        for job in self.jobs.values():
+            if job.queue != queue:
+                continue
+            counts[job.state] += 1
+            if job.state in QUEUED and job.start_after <= self.now:
+                due.append(job.start_after)
+        return QueueStats(queue, counts, self.now - min(due) if due else None)
+
+    def redrive(self, dlq: str, to: str | None, limit: int, new_id: Callable[[], uuid.UUID]) -> int:
+        """Move up to ``limit`` queued jobs of ``dlq`` (oldest first) to their source queue
+        (or ``to``) as fresh jobs with ids from ``new_id``, the target queue's settings and
+        its policy (a refused job stays); how many moved."""
+        for field, name in (("dlq", dlq), ("to", to)):
+            if name is not None and name not in self.queues:
+                raise QueueNotFound(name, field=field)
+        waiting = sorted(
+            (j for j in self.jobs.values() if j.queue == dlq and j.state in QUEUED),
+            key=lambda j: (j.created_on, j.seq, j.id),
+        )
+        picked = [j for j in waiting if (to or j.source_queue) in self.queues][:limit]
+        seq = self._next_seq()
+        moved = 0
+        for job in picked:
+            target = to or job.source_queue
+            assert target is not None
+            if self._policy_refuses(target, None):
+                continue
+            opts = self.queues[target]
+            fresh = attrs.evolve(
+                job,
+                id=new_id(),
+                queue=target,
+                data=copy.deepcopy(job.data),
+                singleton_key=None,
+                **self._fresh_in(opts),
+                output=None,
+                source_queue=None,
+                source_id=None,
+                source_retry_count=None,
+                source_root_id=None,
+                source_created_on=None,
+                source_output=None,
+                dead_letter=None,
+                start_after_latest=self.now,
+                seq=seq,
+                singleton_on=None,
+            )
+            del self.jobs[(job.queue, job.id)]
+            self.jobs[(target, fresh.id)] = fresh
+            moved += 1
+        return moved
 
 
 def _key(job: ModelJob) -> str:
@@ -1021,11 +1237,74 @@ class ModelSchedules:
 
     def unschedule(self, name: str, key: str) -> bool:
         """Remove it; whether there was one."""
+        self.floors.pop((name, key), None)
         return self.entries.pop((name, key), None) is not None
 
     def listed(self) -> list[tuple[str, str, str, Any, str]]:
         """What ``schedules()`` lists, by name and key: name, key, cron, data, missed."""
         return [(n, k, *self.entries[(n, k)]) for n, k in sorted(self.entries)]
+
+    # -- firing ----------------------------------------------------------------------------
+
+    floors: dict[tuple[str, str], dt.datetime] = attrs.field(factory=dict)
+    """(name, key) -> the last slot fired, else when the schedule was created: only slots
+    after it may fire. Kept when a schedule is replaced, dropped with it."""
+
+    def created(self, name: str, key: str, created_on: dt.datetime) -> None:
+        """A new schedule ``(name, key)`` was stored at ``created_on`` (the engine's clock:
+        the model cannot know it); a replaced one keeps its floor."""
+        self.floors.setdefault((name, key), created_on)
+
+    def advance(self, seconds: float) -> None:
+        """Time passed as the harness's ``advance`` makes it pass: the stored creation times
+        and last slots shift back."""
+        for pair in self.floors:
+            self.floors[pair] -= dt.timedelta(seconds=seconds)
+
+    def due(self, now: dt.datetime) -> list[tuple[str, str, dt.datetime]]:
+        """The slot each schedule fires at ``now``, by name and key: the latest slot of its
+        cron after its floor and at or before ``now`` (stepped forward from the floor), and
+        with ``missed="skip"`` only if at most ``SKIP_GRACE`` old."""
+        found = []
+        for name, key in sorted(self.entries):
+            cron, _data, missed = self.entries[(name, key)]
+            latest = None
+            for slot in CronSim(cron, self.floors[(name, key)].astimezone(dt.UTC)):
+                if slot > now:
+                    break
+                latest = slot
+            if latest is None or (missed == Missed.SKIP and now - latest > SKIP_GRACE):
+                continue
+            found.append((name, key, latest))
+        return found
+
+    @staticmethod
+    def slot_id(name: str, key: str, slot: dt.datetime) -> uuid.UUID:
+        """The id of the job of schedule ``(name, key)`` for ``slot``."""
+        return uuid.uuid5(SLOT_NAMESPACE, f"{name}\x00{key}\x00{slot.isoformat()}")
+
+    def fire(self, model: Model, now: dt.datetime) -> int:
+        """``fire_schedules(now=now)``: each due slot moves its schedule's floor and sends
+        one job (its id derived from the slot, so a slot that comes round again is refused
+        by the job's key: :class:`~.errors.JobConflict`, and nothing of the pass is kept).
+        Jobs of one pass share ``created_on`` (one transaction): one ``send_many`` per queue,
+        so they are fetched in id order. Returns how many slots fired."""
+        due = self.due(now)
+        saved = (dict(self.floors), copy.deepcopy(model.jobs), model._seq)
+        batches: dict[str, list[tuple[uuid.UUID | None, Any, JobOptions]]] = {}
+        for name, key, slot in due:
+            self.floors[(name, key)] = slot
+            job_id = self.slot_id(name, key, slot)
+            batches.setdefault(name, []).append(
+                (job_id, self.entries[(name, key)][1], JobOptions())
+            )
+        try:
+            for queue, batch in batches.items():
+                model.send_many(queue, batch)
+        except Exception:
+            self.floors, model.jobs, model._seq = saved
+            raise
+        return len(due)
 
 
 __all__ = [

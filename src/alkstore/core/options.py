@@ -21,6 +21,7 @@ from .errors import InvalidOptions
 from .validation import (
     INT_MAX,
     boolean,
+    check_storable_text,
     delay_seconds,
     int_at_least,
     optional_bool,
@@ -140,6 +141,40 @@ def _next_slot(inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
         raise InvalidOptions(attribute.name, value, "only applies with singleton_seconds")
 
 
+MAX_TRACE_ENTRIES = 8
+"""The most headers a job's ``trace_context`` carries."""
+MAX_TRACE_KEY = 64
+"""The longest header name in a ``trace_context``."""
+MAX_TRACE_VALUE = 1024
+"""The longest header value in a ``trace_context`` (W3C ``tracestate`` is at most 512)."""
+
+
+def check_trace_context(value: object) -> dict[str, str] | None:
+    """Validate a ``trace_context``: None, or a small mapping of header name -> value (str)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise InvalidOptions("trace_context", value, "must be a mapping of str -> str")
+    if len(value) > MAX_TRACE_ENTRIES:
+        raise InvalidOptions("trace_context", value, f"has over {MAX_TRACE_ENTRIES} entries")
+    for key, item in value.items():
+        if not isinstance(key, str) or not 0 < len(key) <= MAX_TRACE_KEY:
+            raise InvalidOptions(
+                "trace_context", key, f"keys must be non-empty str of at most {MAX_TRACE_KEY}"
+            )
+        if not isinstance(item, str) or len(item) > MAX_TRACE_VALUE:
+            raise InvalidOptions(
+                f"trace_context[{key!r}]", item, f"must be a str of at most {MAX_TRACE_VALUE}"
+            )
+        check_storable_text("trace_context", key)
+        check_storable_text(f"trace_context[{key!r}]", item)
+    if not value:
+        return None
+    # A dict is kept as given (not copied): the jobs of a batch share the sender's one
+    # context, which the send then encodes once.
+    return value if type(value) is dict else dict(value)
+
+
 def _job_id(value: object) -> uuid.UUID | None:
     if value is None or isinstance(value, uuid.UUID):
         return value
@@ -185,6 +220,12 @@ class JobOptions:
     group_tier: str | None = attrs.field(default=None, validator=optional_text(200))
     dead_letter: str | None = attrs.field(default=None, validator=queue_name)
     """This job's dead-letter queue, instead of its queue's (it must exist when sent)."""
+    trace_context: dict[str, str] | None = attrs.field(
+        default=None, converter=check_trace_context, eq=False
+    )
+    """The sender's trace context as propagation headers (W3C ``traceparent``/``tracestate``),
+    stored with the job so its processing links to the send (docs/observability.md).
+    :func:`alkstore.telemetry.instrument` fills it in; an empty mapping stores nothing."""
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> JobOptions:
@@ -352,6 +393,8 @@ class FetchOptions:
     ignore_start_after: bool = attrs.field(default=False, validator=boolean)
     """Also fetch jobs whose ``start_after`` is in the future (never the flow children parked
     at ``'infinity'``)."""
+    include_metadata: bool = attrs.field(default=True, validator=boolean)
+    """Return full jobs; False: lean ones (:mod:`.lean`). It does not change the claim."""
 
     @property
     def plain(self) -> bool:
@@ -361,3 +404,5 @@ class FetchOptions:
 
 PLAIN_FETCH = FetchOptions()
 """The options of a fetch that sets none."""
+LEAN_FETCH = FetchOptions(include_metadata=False)
+"""A plain fetch of lean jobs (what ``Store.fetch`` does by default)."""

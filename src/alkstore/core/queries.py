@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import attrs
 
 from .errors import InvalidOptions
 from .options import _job_id, dump_json
-from .validation import boolean, optional_text
+from .records import Job
+from .states import JobState
+from .validation import boolean, int_at_least, optional_text
 
 
 class Match(enum.StrEnum):
@@ -71,3 +73,54 @@ class JobSelector:
     def __attrs_post_init__(self) -> None:
         if self.id is None and self.singleton_key is None:
             raise InvalidOptions("id", None, "give id or singleton_key to choose the job")
+
+
+# --- searching a queue's jobs page by page (the dashboard's key and text filters) ---
+
+MAX_SCAN = 100_000
+"""The most jobs one :class:`JobSearch` page examines."""
+
+
+def _states(value: object) -> tuple[JobState, ...]:
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, Iterable):
+        raise InvalidOptions("states", value, "must be job states")
+    out = []
+    for state in names:
+        try:
+            out.append(JobState(state))
+        except ValueError:
+            raise InvalidOptions("states", state, f"job states are {', '.join(JobState)}") from None
+    return tuple(out)
+
+
+def _scan(_inst: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    int_at_least(1)(_inst, attribute, value)
+    if value > MAX_SCAN:
+        raise InvalidOptions(attribute.name, value, f"must be at most {MAX_SCAN}")
+
+
+@attrs.frozen(kw_only=True)
+class JobSearch:
+    """One page of ``search_jobs``: the jobs after ``after`` (id order) in ``states`` (all
+    when empty) with that ``singleton_key`` and whose data's JSON text contains ``text``
+    (case-insensitive), looking at no more than ``scan`` jobs."""
+
+    states: tuple[JobState, ...] = attrs.field(default=(), converter=_states)
+    key: str | None = attrs.field(default=None, validator=optional_text(200))
+    text: str | None = attrs.field(default=None, validator=optional_text(200))
+    after: uuid.UUID | None = attrs.field(default=None, converter=_job_id)
+    limit: int = attrs.field(default=100, validator=int_at_least(1))
+    scan: int = attrs.field(default=10_000, validator=_scan)
+
+
+@attrs.frozen
+class JobPage:
+    """A page of ``search_jobs``."""
+
+    jobs: list[Job]
+    """The matching jobs, in id order (at most the search's ``limit``)."""
+    next_after: uuid.UUID | None
+    """Where the next page starts (its ``after``); None when no job is left to look at. A
+    page can hold fewer than ``limit`` jobs, even none, and still have a next one: it
+    stopped after looking at ``scan`` jobs."""

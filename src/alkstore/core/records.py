@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import attrs
 
@@ -100,6 +100,14 @@ class Job:
     """A dead-letter copy: its source job's output when it failed."""
     dead_letter: str | None
     """The job's own dead-letter queue (None: its queue's, if any)."""
+    trace_context: dict[str, str] | None = None
+    """The sender's trace context (propagation headers), if it was sent with one; a retry
+    and a dead-letter copy keep it (docs/observability.md)."""
+
+    has_metadata: ClassVar[bool] = True
+    """Whether every field was read: False for the lean jobs ``fetch`` returns by default,
+    whose metadata fields raise :class:`~.errors.MetadataNotFetched` (docs/guide.md, "Lean
+    jobs")."""
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Job:
@@ -143,11 +151,19 @@ class Job:
             as_time(get("source_created_on")),
             as_json(get("source_output")),
             get("dead_letter"),
+            _trace_context(row),
         )
 
     def sort_key(self) -> tuple[int, dt.datetime, uuid.UUID]:
         """Fetch order: priority DESC, created_on, id (UUIDs order as PostgreSQL's bytes)."""
         return (-self.priority, self.created_on, self.id)
+
+
+def _trace_context(row: Mapping[str, Any]) -> dict[str, str] | None:
+    """The ``trace_context`` column (JSON text); a row without it (a read that leaves it
+    out) has none."""
+    text = row.get("trace_context")
+    return None if text is None else as_json(text)
 
 
 _STATES = {state.value: state for state in JobState}

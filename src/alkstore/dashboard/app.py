@@ -1,10 +1,11 @@
 """The dashboard's ASGI app: pages over an :class:`~alkstore.AsyncStore`, actions as POSTs.
 
-Pages: the queues with their counts (``/``), a queue's jobs filtered by state with keyset
-paging (``/queues/{queue}``), one job (``/queues/{queue}/jobs/{id}``), the schedules
-(``/schedules``). Actions (retry, cancel, resume, delete a job; redrive a dead-letter
-queue) are POSTs carrying the process's CSRF token and go through the store's operations
-only; ``read_only`` removes their forms and refuses them.
+Pages: the queues with their counts (``/``), a queue's jobs filtered by state, singleton key
+and text in data with keyset paging (``/queues/{queue}``), one job with its flow dependencies
+(``/queues/{queue}/jobs/{id}``), the schedules (``/schedules``). Actions (retry, cancel,
+resume, delete a job; pause or resume a queue; redrive a dead-letter queue) are POSTs
+carrying the process's CSRF token and go through the store's operations only;
+``read_only`` removes their forms and refuses them.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import alkstore
-from alkstore.core.errors import QueueNotFound
-from alkstore.core.records import Job
+from alkstore.core.errors import InvalidOptions, QueueNotFound
+from alkstore.core.records import Job, Queue
 from alkstore.core.states import JobState, Operation, accepts
 
 from .history import History, chart
@@ -41,12 +42,20 @@ JOB_ACTIONS = ("retry", "cancel", "resume", "delete")
 """What a job's page can do to it, each one store operation; its page offers those the job's
 state accepts (core's transition table)."""
 
-QUEUE_ACTIONS: dict[str, str] = {"redrive": "Redrive queued jobs to their source queue"}
+QUEUE_ACTIONS: dict[str, str] = {
+    "redrive": "Redrive queued jobs to their source queue",
+    "pause": "Pause queue",
+    "resume": "Resume queue",
+}
 """What a queue's page can do to it (name: button label), each one store operation run by
-:func:`_queue_action`. Pausing a queue plugs in here once the store has it."""
+:func:`_queue_action`; the page offers those that apply (:func:`_queue_actions`)."""
 
 PAGE_SIZE = 50
 """Jobs per page of a queue."""
+
+SEARCH_SCAN = 10_000
+"""The most jobs one filtered page looks at (``search_jobs(scan=…)``): a page filtered by
+key or text reads at most this many rows of the queue, however rare the match."""
 
 
 LOG = logging.getLogger(__name__)
@@ -176,19 +185,28 @@ def create_app(settings: DashboardSettings) -> Starlette:
             raise HTTPException(404, f"no queue {name!r}")
         chosen = [s for s in request.query_params.getlist("state") if s in set(JobState)]
         after = _uuid_or_none(request.query_params.get("after"))
-        jobs = await _select_jobs(store(), name, states=chosen, after=after)
-        more = len(jobs) > PAGE_SIZE
-        jobs = jobs[:PAGE_SIZE]
+        key = request.query_params.get("key") or None
+        text = request.query_params.get("text") or None
+        jobs, next_after = await _select_jobs(
+            store(), name, states=chosen, after=after, key=key, text=text
+        )
         stats = await store().queue_stats(name)
+        filters = [("state", s) for s in chosen] + [
+            (field, value) for field, value in (("key", key), ("text", text)) if value
+        ]
         return render(
             request,
             "jobs.html",
             queue=queue,
-            queue_actions=await _queue_actions(store(), name),
+            queue_actions=await _queue_actions(store(), queue),
             stats=stats,
             jobs=jobs,
             chosen=chosen,
-            next_after=str(jobs[-1].id) if more else None,
+            key=key or "",
+            text=text or "",
+            filters=filters,
+            searched=SEARCH_SCAN if (key or text) else None,
+            next_after=None if next_after is None else str(next_after),
             paged=after is not None,
         )
 
@@ -199,7 +217,15 @@ def create_app(settings: DashboardSettings) -> Starlette:
         if job is None:
             raise HTTPException(404, "no such job")
         actions = [a for a in JOB_ACTIONS if a == "delete" or accepts(Operation(a), job.state)]
-        return render(request, "job.html", job=job, actions=actions, error=_error_of(job))
+        return render(
+            request,
+            "job.html",
+            job=job,
+            actions=actions,
+            error=_error_of(job),
+            dependencies=await store().get_dependencies(name, job.id),
+            dependents=await store().get_dependents(name, job.id),
+        )
 
     async def schedules_page(request: Request) -> Response:
         return render(request, "schedules.html", schedules=await store().schedules())
@@ -268,26 +294,52 @@ def create_app(settings: DashboardSettings) -> Starlette:
 
 
 async def _select_jobs(
-    store: alkstore.AsyncStore, queue: str, *, states: list[str], after: uuid.UUID | None
-) -> list[Job]:
-    """One page of ``queue``'s jobs plus one more (to know whether a next page exists).
+    store: alkstore.AsyncStore,
+    queue: str,
+    *,
+    states: list[str],
+    after: uuid.UUID | None,
+    key: str | None,
+    text: str | None,
+) -> tuple[list[Job], uuid.UUID | None]:
+    """One page of ``queue``'s jobs and where the next one starts (None: no next page).
 
-    Keyset paging on the job id (``list_jobs(after=…)``), so a page costs the same at any
-    depth of a large queue. Filters by key or text in data plug in here (``find_jobs``).
+    Keyset paging on the job id, so a page costs the same at any depth of a large queue:
+    ``list_jobs`` (one more job than a page tells whether a next page exists) without key
+    or text, else ``search_jobs``, which reads at most :data:`SEARCH_SCAN` rows per page.
     """
-    return await store.list_jobs(queue, states=states, limit=PAGE_SIZE + 1, after=after)
+    if key is None and text is None:
+        jobs = await store.list_jobs(queue, states=states, limit=PAGE_SIZE + 1, after=after)
+        more = len(jobs) > PAGE_SIZE
+        jobs = jobs[:PAGE_SIZE]
+        return jobs, jobs[-1].id if more else None
+    try:
+        page = await store.search_jobs(
+            queue, states=states, key=key, text=text, after=after, limit=PAGE_SIZE, scan=SEARCH_SCAN
+        )
+    except InvalidOptions as exc:
+        raise HTTPException(400, str(exc)) from None
+    return page.jobs, page.next_after
 
 
-async def _queue_actions(store: alkstore.AsyncStore, queue: str) -> dict[str, str]:
-    """The :data:`QUEUE_ACTIONS` that apply to ``queue``: redrive to a dead-letter queue."""
+async def _queue_actions(store: alkstore.AsyncStore, queue: Queue) -> dict[str, str]:
+    """The :data:`QUEUE_ACTIONS` that apply to ``queue``: redrive to a dead-letter queue,
+    pause a running queue, resume a paused one."""
     dead_letters = {q.options.dead_letter for q in await store.queues()}
-    return {k: v for k, v in QUEUE_ACTIONS.items() if k != "redrive" or queue in dead_letters}
+    skip = {"pause" if queue.paused else "resume"}
+    if queue.name not in dead_letters:
+        skip.add("redrive")
+    return {k: v for k, v in QUEUE_ACTIONS.items() if k not in skip}
 
 
 async def _queue_action(store: alkstore.AsyncStore, queue: str, action: str) -> int:
-    """Run the queue action ``action`` (a key of :data:`QUEUE_ACTIONS`); how many jobs moved."""
+    """Run the queue action ``action`` (a key of :data:`QUEUE_ACTIONS`); how many jobs (or,
+    for pause and resume, queues) it changed."""
     if action == "redrive":
         return await store.redrive(queue)
+    if action in ("pause", "resume"):  # a missing queue raises QueueNotFound: a 404
+        await (store.pause_queue if action == "pause" else store.resume_queue)(queue)
+        return 1
     raise HTTPException(404, "no such action")
 
 

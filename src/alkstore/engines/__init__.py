@@ -19,6 +19,7 @@ BUILTIN = {
     "citus": "alkstore.engines.citus:CitusEngine",
     "citus-distributed": "alkstore.engines.citus:CitusDistributedEngine",
     "pglite": "alkstore.engines.pglite.engine:PGliteEngine",
+    "memory": "alkstore.engines.memory.engine:MemoryEngine",
 }
 """Built-in engine name -> ``module:class``."""
 

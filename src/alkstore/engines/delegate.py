@@ -18,7 +18,7 @@ from ..core.description import EngineDescription, ServerInfo
 from ..core.flows import FlowStep
 from ..core.options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
 from ..core.plans import Plan
-from ..core.queries import JobQuery, JobSelector
+from ..core.queries import JobPage, JobQuery, JobSearch, JobSelector
 from ..core.records import Handoff, Job, Queue, QueueStats
 from ..core.states import JobState
 from ..core.targets import Targets
@@ -118,10 +118,17 @@ class DelegatingEngine:
         return self.inner.complete(queue, targets, output_json, include_queued)
 
     def complete_and_fetch(
-        self, queue: str, targets: Targets, output_json: str | None, batch_size: int
+        self,
+        queue: str,
+        targets: Targets,
+        output_json: str | None,
+        batch_size: int,
+        include_metadata: bool = True,
     ) -> Plan[Handoff] | None:
         """See :meth:`alkstore.core.contracts.Engine.complete_and_fetch`."""
-        return self.inner.complete_and_fetch(queue, targets, output_json, batch_size)
+        return self.inner.complete_and_fetch(
+            queue, targets, output_json, batch_size, include_metadata
+        )
 
     def fail(self, queue: str, targets: Targets, output_json: str | None) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.fail`."""
@@ -160,6 +167,10 @@ class DelegatingEngine:
     ) -> Plan[list[Job]]:
         """See :meth:`alkstore.core.contracts.Engine.list_jobs`."""
         return self.inner.list_jobs(queue, states, limit, after)
+
+    def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
+        """See :meth:`alkstore.core.contracts.Engine.search_jobs`."""
+        return self.inner.search_jobs(queue, search)
 
     def find_jobs(self, queue: str, query: JobQuery) -> Plan[list[Job]]:
         """See :meth:`alkstore.core.contracts.Engine.find_jobs`."""

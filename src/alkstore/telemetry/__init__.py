@@ -1,9 +1,13 @@
 """OpenTelemetry spans and metrics for a store (extra ``alkstore[otel]``, docs/observability.md).
 
 Nothing here is imported by alkstore itself: a store is measured only after
-:func:`instrument`, which replaces its ``send``, ``send_many``, ``fetch``, ``complete``,
-``complete_and_fetch``, ``fail`` and ``work`` with measured versions on that one instance. An
-uninstrumented store runs no telemetry code at all.
+:func:`instrument`, which replaces its ``send``, ``send_many``, ``publish``, ``fetch``,
+``complete``, ``complete_and_fetch``, ``fail`` and ``work`` with measured versions on that one
+instance. An uninstrumented store runs no telemetry code at all.
+
+The sends also store the send span's context in each job (its ``trace_context``, through
+OpenTelemetry's configured propagator, W3C Trace Context by default), and the span of the
+handler's processing links to it: a trace crosses the database from producer to consumer.
 
 Spans and metrics follow the OpenTelemetry messaging semantic conventions with
 ``messaging.system = "alkstore"`` and the queue as ``messaging.destination.name``.
@@ -22,7 +26,16 @@ from .wrappers import wrap_async, wrap_sync
 
 __all__ = ["instrument", "uninstrument"]
 
-WRAPPED = ("send", "send_many", "fetch", "complete", "complete_and_fetch", "fail", "work")
+WRAPPED = (
+    "send",
+    "send_many",
+    "publish",
+    "fetch",
+    "complete",
+    "complete_and_fetch",
+    "fail",
+    "work",
+)
 """The methods :func:`instrument` measures."""
 
 

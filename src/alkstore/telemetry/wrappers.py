@@ -7,11 +7,13 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from opentelemetry.trace import Span, SpanKind
+from opentelemetry import propagate, trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Link, Span, SpanKind
 
 from ..core.records import Handoff, Job
 from .instruments import Instruments, base_attributes
@@ -19,6 +21,7 @@ from .instruments import Instruments, base_attributes
 KINDS: dict[str, tuple[SpanKind, str]] = {
     "send": (SpanKind.PRODUCER, "send"),
     "send_many": (SpanKind.PRODUCER, "send"),
+    "publish": (SpanKind.PRODUCER, "send"),
     "fetch": (SpanKind.CLIENT, "receive"),
     "complete": (SpanKind.CLIENT, "settle"),
     "complete_and_fetch": (SpanKind.CLIENT, "settle"),
@@ -45,6 +48,7 @@ def wrap_sync(name: str, method: Callable[..., Any], tools: Instruments) -> Call
     def measured(queue: str, *args: Any, **kwargs: Any) -> Any:
         args = _settled_ids(name, args, kwargs)
         with _measure(tools, name, queue, args) as span:
+            args = _carry(name, args, kwargs)
             result = method(queue, *args, **kwargs)
             _count(tools, name, queue, span, result)
             return result
@@ -66,6 +70,7 @@ def wrap_async(name: str, method: Callable[..., Any], tools: Instruments) -> Cal
     async def measured(queue: str, *args: Any, **kwargs: Any) -> Any:
         args = _settled_ids(name, args, kwargs)
         with _measure(tools, name, queue, args) as span:
+            args = _carry(name, args, kwargs)
             result = await method(queue, *args, **kwargs)
             _count(tools, name, queue, span, result)
             return result
@@ -78,7 +83,7 @@ def _process_sync(handler: Callable[..., Any], queue: str, tools: Instruments) -
     # worker still sees whether it takes a context.
     @functools.wraps(handler)
     def process(arg: Any, *rest: Any) -> Any:
-        with _measure(tools, "process", queue, (arg,)):
+        with _measure(tools, "process", queue, (arg,), *_creation(arg)):
             return handler(arg, *rest)
 
     return process
@@ -87,7 +92,7 @@ def _process_sync(handler: Callable[..., Any], queue: str, tools: Instruments) -
 def _process_async(handler: Callable[..., Any], queue: str, tools: Instruments) -> Any:
     @functools.wraps(handler)
     async def process(arg: Any, *rest: Any) -> Any:
-        with _measure(tools, "process", queue, (arg,)):
+        with _measure(tools, "process", queue, (arg,), *_creation(arg)):
             result = handler(arg, *rest)
             return await result if inspect.isawaitable(result) else result
 
@@ -108,8 +113,68 @@ def _id_list(ids: Any) -> Any:
     return ids if isinstance(ids, uuid.UUID | str | Job) else list(ids)
 
 
+def _carry(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """The arguments of a send with the current (send) span's context as the jobs'
+    ``trace_context``, where the caller gave none (docs/observability.md)."""
+    if name not in ("send", "send_many", "publish"):
+        return args
+    carrier: dict[str, str] = {}
+    propagate.inject(carrier)
+    if not carrier:  # no span is recording and no propagator writes anything
+        return args
+    if name != "send_many":
+        kwargs.setdefault("trace_context", carrier)
+        return args
+    if "jobs" in kwargs:
+        kwargs["jobs"] = _traced_jobs(kwargs["jobs"], carrier)
+        return args
+    return (_traced_jobs(args[0], carrier), *args[1:]) if args else args
+
+
+def _traced_jobs(jobs: Any, carrier: dict[str, str]) -> list[Any]:
+    """The jobs of a ``send_many``, each carrying ``carrier`` unless it has its own context
+    (anything not a mapping is passed on for the store to refuse)."""
+    return [
+        {**spec, "trace_context": carrier}
+        if isinstance(spec, Mapping) and "trace_context" not in spec
+        else spec
+        for spec in jobs
+    ]
+
+
+def _creation(arg: Any) -> tuple[Context | None, list[Link]]:
+    """The parent context and the links of the process span of ``arg`` (a job or a batch).
+
+    Following the messaging conventions, the span links to the send span of every job that
+    carries a ``trace_context``; a single job's send context is also the parent, unless the
+    handler already runs inside a span of the application's.
+    """
+    jobs = arg if isinstance(arg, list) else [arg]
+    links: list[Link] = []
+    parent: Context | None = None
+    for job in jobs:
+        carrier = getattr(job, "trace_context", None)
+        if not carrier:
+            continue
+        context = propagate.extract(carrier)
+        span_context = trace.get_current_span(context).get_span_context()
+        if span_context.is_valid:
+            links.append(Link(span_context))
+            parent = context
+    if len(jobs) != 1 or trace.get_current_span().get_span_context().is_valid:
+        parent = None
+    return parent, links
+
+
 @contextmanager
-def _measure(tools: Instruments, name: str, queue: str, args: tuple[Any, ...]) -> Iterator[Span]:
+def _measure(
+    tools: Instruments,
+    name: str,
+    queue: str,
+    args: tuple[Any, ...],
+    parent: Context | None = None,
+    links: list[Link] | None = None,
+) -> Iterator[Span]:
     """A span named ``"{name} {queue}"`` and one ``messaging.client.operation.duration``."""
     kind, op_type = KINDS[name]
     attributes = base_attributes(queue)
@@ -121,7 +186,7 @@ def _measure(tools: Instruments, name: str, queue: str, args: tuple[Any, ...]) -
     start = time.perf_counter()
     try:
         with tools.tracer.start_as_current_span(
-            f"{name} {queue}", kind=kind, attributes=attributes
+            f"{name} {queue}", context=parent, kind=kind, attributes=attributes, links=links
         ) as span:
             yield span
     except BaseException as exc:
@@ -143,7 +208,10 @@ def _count(tools: Instruments, name: str, queue: str, span: Span, result: Any) -
     """Add what the call did to the span and the counters."""
     attributes = base_attributes(queue)
     attributes["messaging.operation.name"] = name
-    if name == "send":
+    if name == "publish":
+        span.set_attribute("messaging.batch.message_count", len(result))
+        tools.sent.add(len(result), attributes)
+    elif name == "send":
         if result is None:
             span.set_attribute("alkstore.refused", True)
             return

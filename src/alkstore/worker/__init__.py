@@ -39,6 +39,12 @@ def check_queue(engine: Engine, name: str, found: Queue | None, opts: WorkOption
     if found is None:
         raise QueueNotFound(name)
     caps = engine.capabilities
+    if opts.transactional and not getattr(engine, "caller_transactions", True):
+        raise InvalidOptions(
+            "transactional",
+            True,
+            f"engine {engine.name!r} has no database transaction to run a handler in",
+        )
     if opts.transactional and found.options.heartbeat_seconds and not caps.transactional_heartbeat:
         raise InvalidOptions(
             "transactional",

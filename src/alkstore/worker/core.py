@@ -10,10 +10,14 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
+import attrs
+
 from ..core.plans import Plan
 from ..core.records import Job
 from ..core.targets import targets
-from ..engines.postgres.runtime import runtime_engine, unflushed, watch
+from ..drivers.base import DriverSettings
+from ..engines.postgres.runtime import unflushed, watch, worker_engine
+from . import stages
 from .events import WorkerEvent, emit, timed
 from .options import WorkOptions
 from .settle import JobLost, Settlement, job_key, settle, wants_context
@@ -46,7 +50,7 @@ class WorkerCore(Generic[C]):
         self.queue = queue
         self.options = options
         self._store = store
-        self._engine = runtime_engine(store.engine)
+        self._engine = worker_engine(store.engine)
         self._handler = handler
         self._with_context = wants_context(handler)
         self._context = context
@@ -74,14 +78,48 @@ class WorkerCore(Generic[C]):
         with self._lock:
             return self.options.concurrency - len(self._running)
 
-    def _claim(self, free: int) -> Plan[list[Job]]:
-        """The fetch of an idle worker: a batch, or one job per free handler; committed
-        without waiting for its WAL flush unless ``durable_claims``."""
+    def _fetch_plan(self, free: int) -> Plan[list[Job]]:
+        """The fetch of an idle worker: a batch, or one job per free handler."""
         opts = self.options
         plan: Plan[list[Job]] = self._store._ops.fetch(
             self.queue, opts.batch_size if opts.batch else free, opts.group_concurrency
         )
-        return plan if opts.durable_claims else unflushed(self._engine, plan)
+        return plan
+
+    def _claim(self, free: int) -> Plan[list[Job]]:
+        """:meth:`_fetch_plan` on the store's connections: committed without waiting for
+        its WAL flush unless ``durable_claims`` (a transaction that sets it locally)."""
+        plan = self._fetch_plan(free)
+        return plan if self.options.durable_claims else unflushed(self._engine, plan)
+
+    def _claims_at(self) -> tuple[str, DriverSettings] | None:
+        """Where the fetcher claims on a connection of its own whose session commits without
+        waiting for the WAL flush, or None (claims go through the store with :meth:`_claim`).
+
+        One round trip per claim instead of four (``BEGIN``, ``SET LOCAL``, the claim,
+        ``COMMIT``): on the wake-up path every round trip is a scheduling delay of client
+        and server. Used where the engine has ``asynchronous_commit`` and the store has a
+        session of its own to open (the LISTEN target: not behind a transaction pooler, not
+        on a caller's connection), without ``durable_claims`` or an emulation guard. A later
+        durable commit on any session flushes the WAL up to its own record, so a completion
+        still cannot outlive its claim in a crash."""
+        store = self._store
+        engine = store.engine
+        caps = engine.capabilities
+        if self.options.durable_claims or engine.emulated or caps.single_connection:
+            return None
+        target: tuple[str, DriverSettings] | None = store._listen_at
+        if not caps.asynchronous_commit or target is None:
+            return None
+        dsn, settings = target
+        unflushed_session = (*settings.server_settings, ("synchronous_commit", "off"))
+        return dsn, attrs.evolve(settings, pool_size=1, server_settings=unflushed_session)
+
+    def _stamp(self, woken: int, claiming: int, jobs: list[Job]) -> None:
+        """Tell the bench's stage probe (:mod:`.stages`, when on) about a claim."""
+        probe = stages.PROBE
+        if probe is not None and jobs:
+            probe.claimed(self.queue, woken, claiming, [job.id for job in jobs])
 
     def _refused(self, jobs: list[Job]) -> tuple[list[Job], list[Job]]:
         """The fetched jobs this worker may run, and those it must fail instead: a job that

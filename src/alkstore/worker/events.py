@@ -46,12 +46,27 @@ _LEVELS = {
 def emit(callback: Callable[[WorkerEvent], None] | None, event: WorkerEvent) -> None:
     """Log ``event`` and hand it to ``callback``; a failing callback is logged, not raised."""
     level = _LEVELS.get(event.kind, logging.ERROR)
-    logger.log(level, "%s on %s: %s", event.kind, event.queue or "store", dict(event.detail))
+    logger.log(
+        level,
+        "%s on %s: %s",
+        event.kind,
+        event.queue or "store",
+        dict(event.detail),
+        extra=log_extra(event),
+    )
     if callback is not None:
         try:
             callback(event)
         except Exception:
             logger.exception("on_event callback failed for %s", event.kind)
+
+
+def log_extra(event: WorkerEvent) -> dict[str, Any]:
+    """The ``extra`` fields of an event's log record (docs/observability.md): ``alkstore_event``
+    (its kind), ``queue`` (None: store-wide) and ``job_id`` (the job's id, or the list of
+    ids of the jobs it concerns; None when it concerns none)."""
+    job_id = event.detail.get("job", event.detail.get("jobs"))
+    return {"alkstore_event": event.kind, "queue": event.queue, "job_id": job_id}
 
 
 @contextlib.contextmanager

@@ -20,7 +20,8 @@ import attrs
 from ..core.errors import UnsupportedByDriver
 from ..core.records import MaintenanceReport
 from ..drivers.base import DriverSettings, Notification
-from ..engines.postgres.runtime import channel, claim_pass, runtime_engine
+from ..engines.postgres.runtime import channel, claim_pass, runtime_engine, worker_engine
+from . import stages
 from .events import WorkerEvent, emit
 from .settle import error_of
 from .wakeups import Wakeups
@@ -31,8 +32,10 @@ if TYPE_CHECKING:
     from .threads import Worker
 
 
-LISTEN_WAIT = 1.0
-"""Seconds a listener waits for notifications before checking whether it should stop."""
+LISTEN_WAIT = 0.1
+"""Seconds a listener waits for notifications before checking whether it should stop: the
+bound on how long stopping the last worker waits for its listener thread. A wait sends no
+query (the driver only reads the socket), so a short one costs the server nothing."""
 LISTEN_RETRY = 1.0
 """Seconds before a lost or failed listener connects again (polling covers the gap)."""
 
@@ -68,7 +71,10 @@ class _Base:
         return target
 
     def _woken(self, notes: list[Notification]) -> None:
+        probe = stages.PROBE
         for queue in {note.payload for note in notes}:
+            if probe is not None:
+                probe.notified(queue)
             self.wakeups.wake(queue)
 
     def _wake_all(self) -> None:
@@ -217,7 +223,7 @@ class StoreRuntime(_Base):
     def run_pass(self) -> bool:
         """Claim and, if won, run one maintenance pass; True if this instance ran it."""
         store = self._store
-        if not store._run(claim_pass(runtime_engine(store.engine), self._interval(), self.owner)):
+        if not store._run(claim_pass(worker_engine(store.engine), self._interval(), self.owner)):
             return False
         self._report(store.maintain())
         self._fired(store.fire_schedules())
@@ -307,7 +313,7 @@ class AsyncStoreRuntime(_Base):
         """See :meth:`StoreRuntime.run_pass`."""
         store = self._store
         if not await store._run(
-            claim_pass(runtime_engine(store.engine), self._interval(), self.owner)
+            claim_pass(worker_engine(store.engine), self._interval(), self.owner)
         ):
             return False
         self._report(await store.maintain())

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..core.records import Job
 from ..runner import run_in_session_async
+from . import stages
+from .claims import AsyncClaims
 from .context import AsyncJobContext
 from .core import WorkerCore
 from .options import WorkOptions
@@ -53,9 +55,35 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), seconds)
 
+    async def _open_claims(self) -> AsyncClaims | None:
+        """The fetcher's own connection (see :meth:`~.core.WorkerCore._claims_at`)."""
+        at = self._claims_at()
+        if at is None:
+            return None
+        try:
+            return AsyncClaims(await self._store.driver.open(*at), self._store.driver)
+        except Exception as exc:
+            self._event("fetch_error", error=error_of(exc)["message"])
+            return None
+
+    async def _run_claim(self, claims: AsyncClaims | None, free: int) -> list[Job]:
+        if claims is None:
+            jobs: list[Job] = await self._store._run(self._claim(free))
+            return jobs
+        return await claims.run(self._fetch_plan(free))
+
     async def _fetch_loop(self) -> None:
+        claims = await self._open_claims()
+        try:
+            await self._fetch_until_stopped(claims)
+        finally:
+            if claims is not None:
+                await claims.close()
+
+    async def _fetch_until_stopped(self, claims: AsyncClaims | None) -> None:
         opts = self.options
         while not self._stopping.is_set():
+            woken = stages.now_ns()
             free = self._free()
             if free <= 0:
                 await self._nap(opts.poll_interval)
@@ -64,7 +92,9 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
             self._wake.clear()
             try:
                 with self._timed("fetch"):
-                    jobs = await self._store._run(self._claim(free))
+                    claiming = stages.now_ns()
+                    jobs = await self._run_claim(claims, free)
+                    self._stamp(woken, claiming, jobs)
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
                 with contextlib.suppress(TimeoutError):

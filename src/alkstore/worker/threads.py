@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Self
 
 from ..core.records import Job
 from ..runner import run_in_session
+from . import stages
+from .claims import Claims
 from .context import JobContext
 from .core import WorkerCore
 from .options import WorkOptions
@@ -55,9 +57,35 @@ class Worker(WorkerCore[JobContext]):
         """Fetch now (called by wake-ups: a send, a notification)."""
         self._wake.set()
 
+    def _open_claims(self) -> Claims | None:
+        """The fetcher's own connection (see :meth:`~.core.WorkerCore._claims_at`)."""
+        at = self._claims_at()
+        if at is None:
+            return None
+        try:
+            return Claims(self._store.driver.open(*at), self._store.driver)
+        except Exception as exc:
+            self._event("fetch_error", error=error_of(exc)["message"])
+            return None
+
+    def _run_claim(self, claims: Claims | None, free: int) -> list[Job]:
+        if claims is None:
+            jobs: list[Job] = self._store._run(self._claim(free))
+            return jobs
+        return claims.run(self._fetch_plan(free))
+
     def _fetch_loop(self) -> None:
+        claims = self._open_claims()
+        try:
+            self._fetch_until_stopped(claims)
+        finally:
+            if claims is not None:
+                claims.close()
+
+    def _fetch_until_stopped(self, claims: Claims | None) -> None:
         opts = self.options
         while not self._stopping.is_set():
+            woken = stages.now_ns()
             free = self._free()
             if free <= 0:
                 self._wake.wait(opts.poll_interval)
@@ -67,7 +95,9 @@ class Worker(WorkerCore[JobContext]):
             self._wake.clear()
             try:
                 with self._timed("fetch"):
-                    jobs = self._store._run(self._claim(free))
+                    claiming = stages.now_ns()
+                    jobs = self._run_claim(claims, free)
+                    self._stamp(woken, claiming, jobs)
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
                 self._stopping.wait(opts.poll_interval)

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..progress import Progress
 from ..report import err
-from ..results import Cell, Outcome, Unavailable
+from ..results import Outcome, Unavailable
 from .spec import DrainSpec
 
 PEERS = {
@@ -44,7 +44,7 @@ def _drain_function(name: str) -> Any:
 
 def run_peer(name: str, dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> Outcome:
     """Drain with peer ``name``; an unavailable or failing peer becomes an Unavailable row."""
-    cell = Cell(system=name, consumers=spec.consumers, batch=spec.batch)
+    cell = spec.cell(name)
     module = peer_module(name)
     reason: str | None = module.unavailable()
     if reason is not None:

@@ -22,8 +22,8 @@ from typing import Any
 from ...engines.postgres.identifiers import quote_schema
 from ..loops import LoopOutcome
 from ..progress import Progress
-from ..results import Cell, DrainResult
-from ..server import admin_connection, drop_schema
+from ..results import DrainResult
+from ..server import STEADY, admin_connection, drop_schema
 from .spec import DrainSpec
 
 NAME = "pg-boss"
@@ -113,10 +113,10 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
         "batch": spec.batch,
         "warmup": spec.warmup,
         "timeoutSeconds": spec.timeout,
-        "checkpoint": True,
+        "analyze": spec.variant == STEADY,
     }
     system = NAME if mode == "loop" else f"{NAME}-work"
-    cell = Cell(system=system, driver="node-postgres", consumers=spec.consumers, batch=spec.batch)
+    cell = spec.cell(system, "node-postgres")
     drop_schema(dsn, schema)
     finished = [0]  # the script reports only at the end
     try:

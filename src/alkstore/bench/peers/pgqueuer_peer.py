@@ -21,7 +21,7 @@ from typing import Any
 from ...engines.postgres.identifiers import quote_schema
 from ..pacing import deadline_after, paced_async
 from ..progress import Progress
-from ..results import Cell, DrainResult
+from ..results import DrainResult
 from ..server import prepare_drain
 from .common import (
     fresh_schema,
@@ -69,7 +69,7 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
             await queries.enqueue([ENTRYPOINT] * count, payloads, [0] * count)
 
         enqueue_seconds = await timed_enqueue(spec.jobs, send)
-        await asyncio.to_thread(prepare_drain, dsn)
+        await asyncio.to_thread(prepare_drain, dsn, spec.variant)
 
         ids: list[Any] = []
         managers = []
@@ -81,7 +81,7 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
                 ids.append(job.id)
 
             managers.append(manager)
-        cell = Cell(system=NAME, driver="asyncpg", consumers=spec.consumers, batch=spec.batch)
+        cell = spec.cell(NAME, "asyncpg")
         loops = (
             m.run(
                 batch_size=spec.batch,

@@ -22,7 +22,7 @@ import attrs
 from ...engines.postgres.identifiers import quote_schema
 from ..pacing import deadline_after, paced_async
 from ..progress import Progress
-from ..results import Cell, DrainResult
+from ..results import DrainResult
 from ..server import admin_connection, prepare_drain, with_search_path
 from .common import (
     fresh_schema,
@@ -82,8 +82,8 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
             await bench.batch_defer_async(*batch)
 
         enqueue_seconds = await timed_enqueue(spec.jobs, send)
-        await asyncio.to_thread(prepare_drain, dsn)
-        cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
+        await asyncio.to_thread(prepare_drain, dsn, spec.variant)
+        cell = spec.cell(NAME, "psycopg")
         loops = (
             app.run_worker_async(
                 queues=[QUEUE],

@@ -24,7 +24,7 @@ from ..drain import numbered_batches
 from ..loops import Tally, run_threads, tracked
 from ..measure import peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
-from ..results import Cell, DrainResult
+from ..results import DrainResult
 from ..server import create_schema, drop_schema, prepare_drain
 from .spec import DrainSpec
 
@@ -124,9 +124,9 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         _enqueue(pool, sql, spec.warmup)  # the warm-up jobs come first in id order
         loops(Tally(spec.warmup))
         enqueue_seconds = _enqueue(pool, sql, spec.jobs)
-        prepare_drain(dsn)
+        prepare_drain(dsn, spec.variant)
         reset_peak_rss()
-        cell = Cell(system=NAME, driver="psycopg", consumers=spec.consumers, batch=spec.batch)
+        cell = spec.cell(NAME, "psycopg")
         with tracked(progress, cell.description, spec.jobs) as tally:
             outcome = loops(tally)
         rss = peak_rss_bytes()

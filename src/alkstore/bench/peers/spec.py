@@ -5,6 +5,8 @@ from __future__ import annotations
 import attrs
 
 from ..drain import DEFAULT_TIMEOUT, warmup_jobs
+from ..results import Cell
+from ..server import STEADY, VARIANTS
 
 
 @attrs.frozen
@@ -15,11 +17,23 @@ class DrainSpec:
     consumers: int
     batch: int
     timeout: float = DEFAULT_TIMEOUT
+    variant: str = attrs.field(default=STEADY, validator=attrs.validators.in_(VARIANTS))
+    """How the tables are prepared after the prefill (:func:`..server.prepare_drain`)."""
 
     @property
     def warmup(self) -> int:
         """Jobs of the untimed warm-up drain (the same count alkstore warms up with)."""
         return warmup_jobs(self.consumers, self.batch)
+
+    def cell(self, system: str, driver: str | None = None) -> Cell:
+        """The table cell of ``system``'s drain (through ``driver``) of this spec."""
+        return Cell(
+            system=system,
+            driver=driver,
+            consumers=self.consumers,
+            batch=self.batch,
+            variant=self.variant,
+        )
 
 
 __all__ = ["DrainSpec"]

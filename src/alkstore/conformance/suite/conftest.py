@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
 
 T = TypeVar("T")
 
@@ -21,6 +22,12 @@ def eventually(check: Callable[[], T], *, timeout: float = 10.0, interval: float
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout}s (last value {value!r})")
         time.sleep(interval)
+
+
+def examples(full: int) -> int:
+    """How many examples a property test of the suite runs: ``full``, or fewer where the
+    loaded hypothesis profile allows fewer (``alkstore-matrix``, docs/conformance.md)."""
+    return min(full, settings().max_examples)
 
 
 def make_queue(store: Any, name: str, partition: bool, **options: Any) -> None:

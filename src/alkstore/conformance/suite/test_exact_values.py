@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from alkstore import JobState
 from alkstore.core.validation import QUEUE_NAME
 
+from .conftest import examples
+
 HOSTILE = [
     "null",
     "NULL",
@@ -72,7 +74,7 @@ def test_a_dead_letter_queue_named_null_gets_its_copy(alkstore_store, dlq):
     (job,) = alkstore_store.fetch("q")
     assert alkstore_store.fail("q", [job], {"why": "x"}) == 1
     assert alkstore_store.get_job("q", job_id).state is JobState.FAILED
-    (dead,) = alkstore_store.fetch(dlq)
+    (dead,) = alkstore_store.fetch(dlq, include_metadata=True)
     assert dead.source_id == job_id and dead.data == 1
 
 
@@ -135,7 +137,7 @@ def canonical(value: object) -> str:
 
 
 PROPERTY = settings(
-    max_examples=int(os.environ.get("ALKSTORE_EXACT_EXAMPLES", "12")),
+    max_examples=int(os.environ.get("ALKSTORE_EXACT_EXAMPLES", examples(12))),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -25,7 +25,7 @@ def test_dead_letter_copy_keeps_singleton_key_and_records_lineage(alkstore_store
     source = alkstore_store.get_job("q", job_id)
     _fail_for_good(alkstore_store, "q", {"reason": "first"})
 
-    (copy,) = alkstore_store.fetch("dlq")
+    (copy,) = alkstore_store.fetch("dlq", include_metadata=True)
     assert copy.singleton_key == "k1"
     assert (copy.source_queue, copy.source_id, copy.source_root_id) == ("q", job_id, job_id)
     assert copy.source_created_on == source.created_on
@@ -34,7 +34,7 @@ def test_dead_letter_copy_keeps_singleton_key_and_records_lineage(alkstore_store
 
     # The copy fails in turn: the second copy names it as source and the first job as root.
     assert alkstore_store.fail("dlq", copy, {"reason": "second"}) == 1
-    (second,) = alkstore_store.fetch("dlq2")
+    (second,) = alkstore_store.fetch("dlq2", include_metadata=True)
     assert (second.source_queue, second.source_id, second.source_root_id) == (
         "dlq",
         copy.id,

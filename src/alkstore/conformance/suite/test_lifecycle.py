@@ -16,7 +16,7 @@ def test_fetch_claims_in_priority_then_fifo_order(alkstore_store):
     c = alkstore_store.send("q", "c")
     d = alkstore_store.send("q", "d", priority=-1)
     e = alkstore_store.send("q", "e", priority=5)
-    jobs = alkstore_store.fetch("q", batch_size=10)
+    jobs = alkstore_store.fetch("q", batch_size=10, include_metadata=True)
     assert [j.id for j in jobs] == [b, e, a, c, d]
     for job in jobs:
         assert job.state is JobState.ACTIVE
@@ -104,7 +104,9 @@ def test_complete_and_fetch_completes_then_claims_the_next_jobs(alkstore_store):
     alkstore_store.create_queue("q")
     alkstore_store.send_many("q", [{"data": i} for i in range(5)])
     first = alkstore_store.fetch("q", batch_size=2)
-    done, jobs = alkstore_store.complete_and_fetch("q", first, {"ok": 1}, batch_size=2)
+    done, jobs = alkstore_store.complete_and_fetch(
+        "q", first, {"ok": 1}, batch_size=2, include_metadata=True
+    )
     assert done == 2
     assert [j.data for j in jobs] == [2, 3]
     assert all(j.state is JobState.ACTIVE and j.started_on is not None for j in jobs)
@@ -211,7 +213,7 @@ def test_touch_only_active_jobs(alkstore_store):
     running = alkstore_store.send("q", 2)
     alkstore_store.delete_jobs("q", queued)
     queued = alkstore_store.send("q", 3, priority=-1)
-    (job,) = alkstore_store.fetch("q")
+    (job,) = alkstore_store.fetch("q", include_metadata=True)
     assert job.id == running and job.heartbeat_on is not None
     alkstore_store.advance(10)
     before = alkstore_store.get_job("q", running)  # advance() moved the stored times, so re-read

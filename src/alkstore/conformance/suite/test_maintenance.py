@@ -21,7 +21,7 @@ def test_expired_job_comes_back_and_finally_fails(alkstore_store):
     alkstore_store.advance(61)
     assert alkstore_store.maintain().expired == 1
     assert alkstore_store.get_job("q", job_id).state is JobState.FAILED
-    (dead,) = alkstore_store.fetch("dlq")
+    (dead,) = alkstore_store.fetch("dlq", include_metadata=True)
     assert dead.source_id == job_id and dead.output == {"message": "job timed out"}
 
 

@@ -28,6 +28,7 @@ A failure prints the shrunk steps; ``jobs_<n>`` are the job ids (the job's data 
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import os
@@ -37,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import attrs
-from hypothesis import HealthCheck, note, reject, settings
+from hypothesis import HealthCheck, event, note, reject, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     Bundle,
@@ -51,7 +52,10 @@ from hypothesis.stateful import (
 )
 
 from alkstore import Job, JobOptions, JobState, QueueOptions
+from alkstore.core.errors import JobConflict
 from alkstore.core.model import BLOCKED, AmbiguousTiming, Fence, Model, ModelJob, ModelSchedules
+
+from .conftest import examples
 
 T = TypeVar("T")
 
@@ -82,13 +86,21 @@ WORK_QUEUES = ("q0", "q2", "qs", "qf")
 EVENT = "model.event"
 """The event the work queues subscribe to."""
 SCHEDULE_KEYS = ("", "k")
-SCHEDULE_CRONS = ("0 3 1 7 *", "30 4 2 8 *")
-"""Slots months away from the model's clock: the schedule rules check the bookkeeping of
-schedule/unschedule/schedules, and no job of theirs could fire during a run."""
+SCHEDULE_CRONS = ("* * * * *", "*/5 * * * *", "0 3 1 7 *")
+"""Every minute, every five minutes (whose slots a ``missed="skip"`` schedule can miss when
+time jumps), and a slot months away (bookkeeping only)."""
+CRON_LEAD = dt.timedelta(hours=2, seconds=30)
+"""Where the cron clock starts, after the hour the run began: past the creation of every
+schedule of the run and 30 s into a minute, so which slot is due depends on the steps
+alone, never on the wall clock (hypothesis replays a run and must see the same slots)."""
+CRON_STEPS = (0, 20, 65, 330)
+"""Seconds the cron clock (``fire_schedules(now=...)``) moves before a firing pass."""
 ADVANCES = (5, 30, 60, 200)
 SLACK_MARGIN = 0.5
 """Seconds added to the measured run time for the engine's lead over the model's clock."""
 
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+"""A W3C trace context some jobs carry (passed through, kept by dead-letter copies)."""
 JOB_OPTIONS: st.SearchStrategy[dict[str, Any]] = st.one_of(
     st.just({}),
     st.fixed_dictionaries(
@@ -102,6 +114,7 @@ JOB_OPTIONS: st.SearchStrategy[dict[str, Any]] = st.one_of(
             "heartbeat_seconds": st.just(24),
             "retry_backoff": st.just(True),
             "singleton_key": st.sampled_from(["a", "b"]),
+            "trace_context": st.just({"traceparent": TRACEPARENT}),
         },
     ),
 )
@@ -162,6 +175,7 @@ FIELDS = (
     "output",
     "source_queue",
     "source_retry_count",
+    "trace_context",
 )
 
 
@@ -185,7 +199,7 @@ def _engine_row(row: dict[str, Any]) -> dict[str, Any]:
     }
     for name in FIELDS:
         value = row[name]
-        if name in ("data", "output"):
+        if name in ("data", "output", "trace_context"):
             value = None if value is None else json.loads(value)
         elif value is not None and name not in ("state", "source_queue"):
             value = int(value)
@@ -231,7 +245,12 @@ class ModelMachine(RuleBasedStateMachine):
         self.subscribed: set[str] = set()
         """The work queues subscribed to :data:`EVENT`."""
         self.schedules = ModelSchedules()
-        """The model of the schedules (none fires: nothing here calls fire_schedules)."""
+        """The model of the schedules and of the slots they fire."""
+        hour = dt.datetime.now(dt.UTC).replace(minute=0, second=0, microsecond=0)
+        self.cron_now = hour + CRON_LEAD
+        """The controllable clock of firing passes (``fire_schedules(now=...)``): only
+        ``fire_schedules`` moves it, ``advance`` shifts the stored creation times and last
+        slots back instead (as it does every job's timestamps)."""
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -352,6 +371,15 @@ class ModelMachine(RuleBasedStateMachine):
 
     # -- schedules -------------------------------------------------------------------------
 
+    @initialize(
+        name=st.sampled_from(WORK_QUEUES),
+        data=st.integers(0, 3),
+        missed=st.sampled_from(("skip", "once")),
+    )
+    def schedule_first(self, name: str, data: int, missed: str) -> None:
+        """Every run starts with a schedule that fires every minute of the cron clock."""
+        self.schedule(name, "", SCHEDULE_CRONS[0], data, missed)
+
     @rule(
         name=st.sampled_from(WORK_QUEUES),
         key=st.sampled_from(SCHEDULE_KEYS),
@@ -363,6 +391,8 @@ class ModelMachine(RuleBasedStateMachine):
         """Create or replace a schedule; ``schedules()`` lists what the model holds."""
         self.store.schedule(name, cron, data, key=key, missed=missed)
         self.schedules.schedule(name, key, cron, data, missed)
+        (stored,) = [s for s in self.store.schedules() if (s.name, s.key) == (name, key)]
+        self.schedules.created(name, key, stored.created_on)
         self._check_schedules()
 
     @rule(name=st.sampled_from(WORK_QUEUES), key=st.sampled_from(SCHEDULE_KEYS))
@@ -372,8 +402,37 @@ class ModelMachine(RuleBasedStateMachine):
         self._check_schedules()
 
     def _check_schedules(self) -> None:
-        listed = [(s.name, s.key, s.cron, s.data, s.missed.value) for s in self.store.schedules()]
+        found = self.store.schedules()
+        listed = [(s.name, s.key, s.cron, s.data, s.missed.value) for s in found]
         assert listed == self.schedules.listed()
+        floors = {(s.name, s.key): s.last_slot or s.created_on for s in found}
+        assert floors == self.schedules.floors, "last slots (else creation times) differ"
+
+    @rule(target=jobs, seconds=st.sampled_from(CRON_STEPS))
+    def fire_schedules(self, seconds: int) -> Any:
+        """Move the cron clock, then fire: the same slots (exactly one job each, its id the
+        slot's), the same count, or the same refusal of a slot that came round again."""
+        self.cron_now += dt.timedelta(seconds=seconds)
+        due = self.schedules.due(self.cron_now)
+        try:
+            expected = self._model(self.schedules.fire, self.model, self.cron_now)
+        except JobConflict:
+            try:
+                self.store.fire_schedules(now=self.cron_now)
+            except JobConflict:
+                event("fire_schedules: a slot came round again, refused")
+                self._check_schedules()
+                return multiple()
+            raise AssertionError("the engine fired a slot whose job exists") from None
+        assert self.store.fire_schedules(now=self.cron_now) == expected
+        event(f"fire_schedules: {'fired' if expected else 'nothing due'}")
+        self._check_schedules()
+        fired = [self.schedules.slot_id(name, key, slot) for name, key, slot in due]
+        for (name, _key, _slot), job_id in zip(due, fired, strict=True):
+            self.label[job_id] = f"jobs_{len(self.label)}"
+            self.queue_of[job_id] = name
+        self.handles += fired
+        return multiple(*fired)
 
     # -- pause ------------------------------------------------------------------------------
 
@@ -591,6 +650,7 @@ class ModelMachine(RuleBasedStateMachine):
             return
         self.store.advance(seconds)
         self.model.advance(seconds)
+        self.schedules.advance(seconds)
         if maintain:
             self.maintain()
 
@@ -663,7 +723,7 @@ class ModelMachine(RuleBasedStateMachine):
 
 
 SETTINGS = settings(
-    max_examples=int(os.environ.get("ALKSTORE_MODEL_EXAMPLES", "25")),
+    max_examples=int(os.environ.get("ALKSTORE_MODEL_EXAMPLES", examples(25))),
     stateful_step_count=30,
     deadline=None,
     database=None,

@@ -72,7 +72,7 @@ def test_fail_only_counts_unfinished_jobs(alkstore_store):
 def test_fixed_retry_delay(alkstore_store):
     alkstore_store.create_queue("q", retry_delay=30)
     job_id = alkstore_store.send("q", 1)
-    (job,) = alkstore_store.fetch("q")
+    (job,) = alkstore_store.fetch("q", include_metadata=True)
     alkstore_store.fail("q", job)
     failed = alkstore_store.get_job("q", job_id)
     waited = (failed.start_after - job.started_on).total_seconds()
@@ -93,7 +93,7 @@ def test_exponential_backoff_stays_within_the_formula(alkstore_store, delay, cap
     alkstore_store.create_queue("q", **options)
     job_id = alkstore_store.send("q", 1)
     for count in range(5):
-        (job,) = alkstore_store.fetch("q")
+        (job,) = alkstore_store.fetch("q", include_metadata=True)
         assert job.retry_count == count
         alkstore_store.fail("q", job)
         waiting = alkstore_store.get_job("q", job_id)
@@ -135,7 +135,7 @@ def test_dead_letter_copy_on_final_failure(alkstore_store):
     assert alkstore_store.queue_stats("dlq").total == 0
     alkstore_store.fail("q", alkstore_store.fetch("q"), "second")
     assert alkstore_store.get_job("q", job_id).state is JobState.FAILED
-    (dead,) = alkstore_store.fetch("dlq")
+    (dead,) = alkstore_store.fetch("dlq", include_metadata=True)
     assert dead.id != job_id
     assert dead.data == {"order": 5} and dead.output == "second"
     assert (dead.source_queue, dead.source_id, dead.source_retry_count) == ("q", job_id, 1)
@@ -163,7 +163,7 @@ def test_redrive_moves_dead_letters_back_as_fresh_jobs(alkstore_store):
     assert alkstore_store.queue_stats("dlq").queued == 3
     assert alkstore_store.redrive("dlq", to="elsewhere") == 3
     assert alkstore_store.queue_stats("dlq").total == 0
-    back = alkstore_store.fetch("q", batch_size=10)
+    back = alkstore_store.fetch("q", batch_size=10, include_metadata=True)
     assert len(back) == 2
     assert all(j.retry_count == 0 and j.id not in ids and j.source_id is None for j in back)
     elsewhere = alkstore_store.fetch("elsewhere", batch_size=10)

@@ -174,12 +174,14 @@ _VOLATILE = re.compile(
 """Volatile built-ins (``provolatile = 'v'``)."""
 _STABLE = re.compile(
     r"\b(now|statement_timestamp|transaction_timestamp|current_setting|to_char|to_date"
-    r"|date_trunc|date_part|extract|age|make_timestamptz)\s*\(",
+    r"|date_trunc|date_part|extract|age|make_timestamptz"
+    r"|jsonb?_build_object|jsonb?_build_array|to_jsonb?|row_to_json)\s*\(",
     re.I,
 )
-"""STABLE built-ins: time zone or setting dependent. ``timezone(zone, ts)`` is not one: it is
-IMMUTABLE for ``timestamp`` and ``timestamptz`` (only its ``timetz`` form, which alkstore never
-uses, is STABLE)."""
+"""STABLE built-ins: time zone or setting dependent, and the JSON builders that take "any"
+(a real cluster refused ``jsonb_build_object`` inside CASE in an UPDATE). ``timezone(zone,
+ts)`` is not one: it is IMMUTABLE for ``timestamp`` and ``timestamptz`` (only its ``timetz``
+form, which alkstore never uses, is STABLE)."""
 _TIMEZONE_CALL = re.compile(r"\btimezone\s*$", re.I)
 _SQL_VALUE = re.compile(
     r"\b(current_timestamp|current_date|current_time|localtimestamp|localtime"

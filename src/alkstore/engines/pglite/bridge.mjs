@@ -8,17 +8,27 @@
 // Usage:
 //   node bridge.mjs [--data-dir DIR] [--host 127.0.0.1] [--port 0]
 //                   [--max-connections 1] [--queue-timeout 30] [--no-stdin-watch]
+//                   [--load-data-dir FILE]
 //
 // --data-dir omitted: in-memory database. --port 0: the OS picks the port.
+// --load-data-dir: a tarball made by a dump request (below); a fresh database
+// (in memory, or a data directory without PG_VERSION) starts as a copy of it
+// instead of running initdb, which is most of a fresh start's time.
 //
 // Protocol with the parent:
-//   * stdout carries exactly one JSON line, then nothing else:
+//   * stdout carries one JSON line first, then only answers to requests:
 //       {"ready":true,"port":54321,"host":"127.0.0.1","pid":123,
 //        "pglite":"0.5.14","pglite_socket":"0.2.17","postgres":"18.6",
 //        "data_dir":"/abs/dir" | null,"max_connections":1,"startup_ms":812}
 //     or, on failure before readiness,
 //       {"ready":false,"error":"..."}   followed by a non-zero exit.
 //   * All diagnostics go to stderr.
+//   * After the ready line, each line written to stdin that is a JSON object
+//     {"dump": "/abs/file.tar"} is a request to CHECKPOINT and write the whole
+//     database as a tarball (to a temporary file renamed into place, so readers
+//     never see a partial one); the bridge answers with one JSON line
+//     {"dumped": "/abs/file.tar", "bytes": N} or {"dumped": null, "error": "..."}.
+//     The parent sends it only while no client has a transaction open.
 //   * When stdin reaches EOF (the parent closed it, or the parent died and the
 //     kernel closed the pipe) the bridge stops the server, closes PGlite so a
 //     persistent data directory is left consistent, and exits 0.
@@ -40,7 +50,7 @@
 //     thread (stuck in PGlite) has not exited within 25 s (environment
 //     variable ALKSTORE_PGLITE_WATCHDOG_GRACE_MS overrides, for tests).
 
-import { readFileSync } from 'node:fs'
+import { existsSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import v8 from 'node:v8'
@@ -128,6 +138,7 @@ function parseArgs(argv) {
     maxConnections: 1,
     queueTimeoutMs: 30000,
     stdinWatch: true,
+    loadDataDir: null,
   }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]
@@ -165,6 +176,9 @@ function parseArgs(argv) {
         opts.queueTimeoutMs = Math.round(v * 1000)
         break
       }
+      case '--load-data-dir':
+        opts.loadDataDir = takeValue()
+        break
       case '--no-stdin-watch':
         opts.stdinWatch = false
         break
@@ -562,6 +576,67 @@ function preamble(socket, onStartup) {
   socket.on('data', onData)
 }
 
+// Requests on stdin, one JSON object a line (see the header); anything else is
+// ignored. Requests run one at a time, in order.
+function watchRequests(stdin) {
+  let pending = ''
+  let chain = Promise.resolve()
+  stdin.on('data', (chunk) => {
+    pending += chunk.toString('utf8')
+    let nl
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const line = pending.slice(0, nl)
+      pending = pending.slice(nl + 1)
+      let request
+      try {
+        request = JSON.parse(line)
+      } catch {
+        continue
+      }
+      if (request && typeof request.dump === 'string') {
+        const target = request.dump
+        chain = chain.then(() => dumpTo(target))
+      }
+    }
+  })
+}
+
+async function dumpTo(target) {
+  if (!readyPrinted || shuttingDown || !db || db.closed) {
+    emitLine({ dumped: null, error: 'the bridge is not serving' })
+    return
+  }
+  const tmp = `${target}.tmp-${process.pid}`
+  try {
+    // Dirty pages live in shared buffers, not in the files a dump reads.
+    await db.exec('CHECKPOINT')
+    const blob = await db.dumpDataDir('none')
+    const bytes = Buffer.from(await blob.arrayBuffer())
+    writeFileSync(tmp, bytes)
+    renameSync(tmp, target)
+    emitLine({ dumped: target, bytes: bytes.length })
+  } catch (err) {
+    try {
+      unlinkSync(tmp)
+    } catch {
+      // never written
+    }
+    log('dump failed:', errorText(err))
+    emitLine({ dumped: null, error: errorText(err) })
+  }
+}
+
+// The options for PGlite.create: a fresh database starts as a copy of
+// --load-data-dir when given (PGlite refuses to load over an existing one).
+function createOptions(dataDir) {
+  const options = dataDir === null ? {} : { dataDir }
+  const fresh = dataDir === null || !existsSync(path.join(dataDir, 'PG_VERSION'))
+  if (opts.loadDataDir !== null && fresh) {
+    options.loadDataDir = new Blob([readFileSync(opts.loadDataDir)])
+  }
+  return options
+}
+
 async function main() {
   const t0 = Date.now()
   if (opts.stdinWatch) {
@@ -569,7 +644,7 @@ async function main() {
     process.stdin.on('end', () => void shutdown('stdin closed'))
     process.stdin.on('close', () => void shutdown('stdin closed'))
     process.stdin.on('error', () => void shutdown('stdin error'))
-    process.stdin.on('data', () => {}) // ignore anything written
+    watchRequests(process.stdin)
     process.stdin.resume()
     startParentWatchdog()
   }
@@ -583,7 +658,9 @@ async function main() {
   }
   // A plain path selects PGlite's NodeFS (a real directory on disk);
   // no argument selects the in-memory filesystem.
-  db = dataDir === null ? await PGlite.create() : await PGlite.create({ dataDir })
+  const createWith = createOptions(dataDir)
+  const loaded = createWith.loadDataDir !== undefined
+  db = await PGlite.create(createWith)
   if (shuttingDown) return
   exitOnPGliteFailure(db)
 
@@ -640,6 +717,7 @@ async function main() {
     data_dir: dataDir,
     max_connections: opts.maxConnections,
     startup_ms: Date.now() - t0,
+    loaded_data_dir: loaded,
   })
   log(`ready on ${opts.host}:${boundPort} (data dir: ${dataDir ?? 'memory'})`)
 }

@@ -3,8 +3,9 @@
 The bridge is ``bridge.mjs`` run by ``node``. It hosts one PGlite instance (in memory, or
 persistent in a data directory) behind ``@electric-sql/pglite-socket`` on ``127.0.0.1`` and a
 port chosen by the OS, prints one JSON "ready" line on stdout and then serves until its stdin
-reaches end of file. Python keeps the write end of that pipe, so the bridge never outlives the
-Python process that started it, even after ``kill -9`` of Python.
+reaches end of file (lines written to stdin before that are requests, see
+:meth:`Bridge.dump_data_dir`). Python keeps the write end of that pipe, so the bridge never
+outlives the Python process that started it, even after ``kill -9`` of Python.
 
 The npm packages are installed once per user, on first use, into a cache directory keyed by a
 hash of ``package-lock.json`` (``$ALKSTORE_PGLITE_CACHE``, else
@@ -373,9 +374,6 @@ class _PipeReader:
             with contextlib.suppress(OSError):
                 self._stream.close()
 
-    def stop_forwarding(self) -> None:
-        self.lines = None
-
     def tail(self) -> str:
         with self._lock:
             return "\n".join(self._tail)
@@ -515,6 +513,7 @@ class Bridge:
         max_connections: int = 1,
         queue_timeout: float = 30.0,
         install_timeout: float = 600.0,
+        load_data_dir: Path | None = None,
     ) -> Bridge:
         """Start a bridge; same as :func:`start_bridge`."""
         return start_bridge(
@@ -523,6 +522,7 @@ class Bridge:
             max_connections=max_connections,
             queue_timeout=queue_timeout,
             install_timeout=install_timeout,
+            load_data_dir=load_data_dir,
         )
 
     @property
@@ -550,6 +550,42 @@ class Bridge:
     def is_running(self) -> bool:
         """Return whether the ``node`` process is still running."""
         return self._proc.poll() is None
+
+    def dump_data_dir(self, target: Path, timeout: float = 60.0) -> int:
+        """Write the whole database to the tarball ``target`` and return its size in bytes.
+
+        The bridge checkpoints, dumps to a temporary file next to ``target`` and renames it
+        into place, so ``target`` is never seen half written. Call it only while no client
+        has a transaction open (the dump runs in the shared session). Raises
+        :class:`BridgeError` if the bridge fails or does not answer within ``timeout``.
+        """
+        request = json.dumps({"dump": str(target)}) + "\n"
+        stdin, lines = self._proc.stdin, self._stdout.lines
+        if stdin is None or stdin.closed or lines is None:
+            raise BridgeError(f"the PGlite bridge (pid {self.pid}) is closed")
+        with self._close_lock:
+            try:
+                stdin.write(request.encode())
+                stdin.flush()
+            except OSError as exc:
+                raise BridgeError(f"the PGlite bridge (pid {self.pid}) is gone: {exc}") from exc
+            deadline = time.monotonic() + timeout
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    line = lines.get(timeout=remaining)
+                except queue.Empty:
+                    break
+                if line is None:
+                    raise BridgeError(f"the PGlite bridge (pid {self.pid}) exited while dumping")
+                with contextlib.suppress(json.JSONDecodeError):
+                    answer = json.loads(line)
+                    if isinstance(answer, dict) and "dumped" in answer:
+                        if answer["dumped"] is None:
+                            raise BridgeError(f"PGlite could not dump: {answer.get('error')}")
+                        return int(answer["bytes"])
+            raise BridgeError(
+                f"the PGlite bridge (pid {self.pid}) did not dump within {timeout:g} s"
+            )
 
     def stderr_tail(self) -> str:
         """Return the last lines the bridge wrote to stderr (for diagnostics)."""
@@ -602,6 +638,7 @@ def start_bridge(
     max_connections: int = 1,
     queue_timeout: float = 30.0,
     install_timeout: float = 600.0,
+    load_data_dir: Path | None = None,
 ) -> Bridge:
     """Start a PGlite bridge and return it once it accepts connections.
 
@@ -611,7 +648,9 @@ def start_bridge(
     ``timeout`` bounds the wait for the bridge's ready line (a fresh database takes a few
     seconds); the first call per user may also run ``npm ci``, bounded by ``install_timeout``.
     ``max_connections`` clients are served at once; extra ones wait up to ``queue_timeout``
-    seconds for a free slot, then are refused.
+    seconds for a free slot, then are refused. ``load_data_dir`` is a tarball written by
+    :meth:`Bridge.dump_data_dir`: a fresh database (in memory, or a new data directory) starts
+    as a copy of it instead of running initdb.
 
     Raises :class:`BridgeError`, naming the cause and the fix, if Node.js or npm is missing,
     the install fails, the data directory is unusable or busy, the bridge reports an error or
@@ -646,6 +685,8 @@ def start_bridge(
     ]
     if data_path is not None:
         argv += ["--data-dir", str(data_path)]
+    if load_data_dir is not None:
+        argv += ["--load-data-dir", str(load_data_dir)]
     try:
         try:
             proc = subprocess.Popen(
@@ -748,5 +789,4 @@ def _wait_ready(
         if not isinstance(parsed.get("port"), int):
             raise fail(f"the PGlite bridge reported no port: {line}")
         info = parsed
-    stdout.stop_forwarding()
     return info

@@ -10,13 +10,16 @@ session.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import ClassVar
 from urllib.parse import unquote, urlsplit
 
 from ...core.description import EngineDescription
 from ..postgres import POSTGRES, PostgresEngine
-from .bridge import start_bridge
+from .bridge import Bridge, BridgeError, start_bridge
+from .template import Template
 
 PGLITE = POSTGRES.derive(
     name="pglite",
@@ -47,11 +50,40 @@ def data_dir_of(uri: str) -> str | None:
     return path or None
 
 
-def open_pglite(uri: str) -> tuple[str, Callable[[], None]]:
-    """Start a bridge for ``uri``; returns its PostgreSQL DSN and the function that stops it."""
-    bridge = start_bridge(data_dir_of(uri))
+def open_pglite(
+    uri: str, template: Template | None = None
+) -> tuple[str, Callable[[], None], Callable[[], None]]:
+    """Start a bridge for ``uri``; returns its PostgreSQL DSN, the function that stops it and
+    the one to call once the schema is migrated.
+
+    A fresh database starts as a copy of the cached ``template`` (the store migrates that
+    schema) or else of the cached base (see :mod:`.template`); what is not cached yet is
+    dumped on the way (the base at once, the schema template once migrated).
+    """
+    data_dir = data_dir_of(uri)
+    fresh = data_dir is None or not (Path(data_dir).expanduser() / "PG_VERSION").exists()
+    base = Template.base()
+    load = None
+    if fresh:
+        load = next((t for t in (template, base) if t is not None and t.exists()), None)
+    bridge = start_bridge(data_dir, load_data_dir=None if load is None else load.path)
+    if fresh and load is None:
+        _cache(base, bridge)  # no client has connected yet: the database is initdb's
 
     def close() -> None:
         bridge.close()
 
-    return bridge.dsn, close
+    def after_migrate() -> None:
+        if template is not None and fresh and load != template:
+            _cache(template, bridge, unless_first_use=True)
+
+    return bridge.dsn, close, after_migrate
+
+
+def _cache(template: Template, bridge: Bridge, *, unless_first_use: bool = False) -> None:
+    try:
+        if not (unless_first_use and template.first_use()):
+            template.save_from(bridge)
+    except (BridgeError, OSError) as exc:
+        # Only the speed of later fresh starts depends on it.
+        warnings.warn(f"could not cache a PGlite database: {exc}", stacklevel=3)

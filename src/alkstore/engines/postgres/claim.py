@@ -9,11 +9,13 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
 from ...core.capabilities import Capabilities
+from ...core.lean import LeanJob
 from ...core.options import PLAIN_FETCH, FetchOptions, Policy
 from ...core.plans import Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
@@ -21,7 +23,13 @@ from ...core.states import Operation
 from ...core.targets import Targets
 from .policies import PLAIN_GATE, QueueHintsMixin, keyed_claim_sql
 from .settle import complete_ctes
-from .sql import RETURNED_JOB_COLUMNS, accepted, seconds_after, target_params
+from .sql import (
+    RETURNED_JOB_COLUMNS,
+    RETURNED_LEAN_JOB_COLUMNS,
+    accepted,
+    seconds_after,
+    target_params,
+)
 
 RECLAIM_ROUNDS = 3
 """How many more claims a ctid claim makes for rows it locked but could not re-find."""
@@ -42,9 +50,11 @@ class ClaimStrategy:
     """The claim also says how many rows it locked: it may fail to re-find some (a ctid
     lookup under the statement's snapshot misses a row changed since), and claims again."""
 
-    def statements(self, s: str, limit: str) -> tuple[str, str]:
+    def statements(
+        self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS
+    ) -> tuple[str, str]:
         """The SELECT of at most ``limit`` queued jobs (to name ``next``) and the UPDATE of
-        those rows that returns the claimed jobs."""
+        those rows that returns the claimed jobs (their columns ``returned``)."""
         queued = accepted(Operation.FETCH)
         # The gate (one primary-key read of the queue row) keeps the plain claim off a queue
         # that is paused or whose policy or limit needs the keyed claim (policies.py).
@@ -64,24 +74,24 @@ class ClaimStrategy:
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                    ELSE j.retry_count + 1 END
             FROM next WHERE {self.join}{recheck}
-            RETURNING {RETURNED_JOB_COLUMNS}"""
+            RETURNING {returned}"""
         return pick, update
 
-    def fetch_sql(self, s: str) -> str:
+    def fetch_sql(self, s: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
         """The claim of up to ``$2`` jobs of queue ``$1``."""
-        pick, update = self.statements(s, "$2")
+        pick, update = self.statements(s, "$2", returned)
         if not self.counts_picked:
             return f"WITH next AS ({pick}) {update}"
         return f"""WITH next AS ({pick}), claimed AS ({update})
             SELECT n.picked, c.*
             FROM (SELECT count(*) AS picked FROM next) n LEFT JOIN claimed c ON true"""
 
-    def complete_and_fetch_sql(self, s: str) -> str:
+    def complete_and_fetch_sql(self, s: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
         to ``$2`` jobs of queue ``$1``, in one statement."""
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
-        pick, update = self.statements(s, "$2")
+        pick, update = self.statements(s, "$2", returned)
         return f"""WITH {complete_ctes(s, 3, "$5")},
             next AS ({pick}), claimed AS ({update})
             SELECT d.completed, n.picked, c.*
@@ -117,6 +127,11 @@ RECHECK = ClaimStrategy(
 )
 
 
+def _job_builder(include_metadata: bool) -> Callable[[Row], Job]:
+    """How a claimed row becomes a job: full, or lean (a full row read as a lean job too)."""
+    return Job.from_row if include_metadata else LeanJob.from_row
+
+
 def claim_for(caps: Capabilities) -> ClaimStrategy:
     """The claim an engine with ``caps`` uses."""
     if not caps.skip_locked:
@@ -142,9 +157,20 @@ class ClaimMixin(QueueHintsMixin):
     def _complete_and_fetch_sql(self) -> str:
         return self.claim.complete_and_fetch_sql(self.s)
 
-    def _claimed_jobs(self, queue: str, rows: list[Row]) -> Steps[list[Job]]:
+    @functools.cached_property
+    def _lean_fetch_sql(self) -> str:
+        return self.claim.fetch_sql(self.s, RETURNED_LEAN_JOB_COLUMNS)
+
+    @functools.cached_property
+    def _lean_complete_and_fetch_sql(self) -> str:
+        return self.claim.complete_and_fetch_sql(self.s, RETURNED_LEAN_JOB_COLUMNS)
+
+    def _claimed_jobs(
+        self, queue: str, rows: list[Row], include_metadata: bool = True
+    ) -> Steps[list[Job]]:
         """The claimed jobs of ``rows`` in fetch order (an empty claim checks the queue)."""
-        jobs = [Job.from_row(r) for r in rows if r["id"] is not None]
+        build = _job_builder(include_metadata)
+        jobs = [build(r) for r in rows if r["id"] is not None]
         if self.claim.counts_picked:
             # A queued row that another transaction changed (still queued) after this
             # statement's snapshot is locked in its new version, which a ctid lookup under
@@ -154,8 +180,9 @@ class ClaimMixin(QueueHintsMixin):
             for _ in range(RECLAIM_ROUNDS):
                 if missing <= 0:
                     break
-                more = yield Statement(self._fetch_sql, (queue, missing))
-                claimed = [Job.from_row(r) for r in more if r["id"] is not None]
+                sql = self._fetch_sql if include_metadata else self._lean_fetch_sql
+                more = yield Statement(sql, (queue, missing))
+                claimed = [build(r) for r in more if r["id"] is not None]
                 jobs += claimed
                 missing = as_int(more[0]["picked"]) - len(claimed)
         if not jobs:
@@ -175,11 +202,12 @@ class ClaimMixin(QueueHintsMixin):
         """
         if not (options.plain and self.plain_queues.get(queue)):
             return self._keyed_fetch(queue, batch_size, options)
-        sql = self._fetch_sql
+        full = options.include_metadata
+        sql = self._fetch_sql if full else self._lean_fetch_sql
 
         def steps() -> Steps[list[Job]]:
             rows = yield Statement(sql, (queue, batch_size))
-            return (yield from self._claimed_jobs(queue, rows))
+            return (yield from self._claimed_jobs(queue, rows, full))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
@@ -196,12 +224,14 @@ class ClaimMixin(QueueHintsMixin):
         )
 
         def steps() -> Steps[list[Job]]:
-            rules = yield from self._read_rules(queue, " FOR UPDATE")
-            if rules.paused:
+            rules = yield from self._lock_rules(queue, options.ignore_start_after)
+            if rules is None or rules.paused:
                 return []
+            full = options.include_metadata
             if rules.plain and options.plain:
-                rows = yield Statement(self._fetch_sql, (queue, batch_size))
-                return (yield from self._claimed_jobs(queue, rows))
+                sql = self._fetch_sql if full else self._lean_fetch_sql
+                rows = yield Statement(sql, (queue, batch_size))
+                return (yield from self._claimed_jobs(queue, rows, full))
             sql = self._keyed_sql(
                 rules.policy,
                 options.ignore_start_after,
@@ -212,7 +242,8 @@ class ClaimMixin(QueueHintsMixin):
             if groups is not None:
                 params += group_params
             rows = yield Statement(sql, params)
-            jobs = [Job.from_row(r) for r in rows]
+            build = _job_builder(full)  # the keyed claim returns full rows
+            jobs = [build(r) for r in rows]
             jobs.sort(key=Job.sort_key)
             return jobs
 
@@ -238,18 +269,24 @@ class ClaimMixin(QueueHintsMixin):
         return self._keyed_sqls[shape]
 
     def complete_and_fetch(
-        self, queue: str, targets: Targets, output_json: str | None, batch_size: int
+        self,
+        queue: str,
+        targets: Targets,
+        output_json: str | None,
+        batch_size: int,
+        include_metadata: bool = True,
     ) -> Plan[Handoff] | None:
         """``complete`` then ``fetch`` in one statement; None where the engine cannot change
         the job table twice in one statement (run the two plans one after the other)."""
         if not self.capabilities.multi_mutation_cte or not self.plain_queues.get(queue):
             return None
-        sql = self._complete_and_fetch_sql
+        full = include_metadata
+        sql = self._complete_and_fetch_sql if full else self._lean_complete_and_fetch_sql
         params = (queue, batch_size, *target_params(targets), output_json)
 
         def steps() -> Steps[Handoff]:
             rows = yield Statement(sql, params)
-            jobs = yield from self._claimed_jobs(queue, rows)
+            jobs = yield from self._claimed_jobs(queue, rows, full)
             return Handoff(as_int(rows[0]["completed"]), jobs)
 
         # No contention result: under contention the completion must not be reported lost.

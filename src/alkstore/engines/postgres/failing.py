@@ -64,6 +64,7 @@ COPIED_COLUMNS = (
     "singleton_key",
     "created_on",
     "root_id",
+    "trace_context",
 )
 """Columns of a failed job that the split-statement path binds into its dead-letter copy."""
 
@@ -156,26 +157,28 @@ class FailMixin(EngineBase):
             RETURNING j.name, j.id, j.state, j.priority, j.retry_count,
                 j.data::text AS data, j.output::text AS output,
                 coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
-                j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id"""
+                j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id,
+                j.trace_context::text AS trace_context"""
 
     def _dead_letter_insert(self, source: str) -> str:
         """INSERT of dead-letter copies of the failed rows ``f`` of ``source``.
 
-        A copy keeps the source's ``singleton_key`` and records its lineage: the source's
-        queue, id, retry count, creation time and output, and the root of a chain of dead
-        letters (the first job's id, when the source was itself a copy).
+        A copy keeps the source's ``singleton_key`` and ``trace_context`` and records its
+        lineage: the source's queue, id, retry count, creation time and output, and the root
+        of a chain of dead letters (the first job's id, when the source was itself a copy).
         """
         return f"""INSERT INTO {self.s}.job (id, name, data, output, priority, retry_limit,
                 retry_delay, retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
                 retention_seconds, deletion_seconds, policy, singleton_key, start_after,
                 keep_until, source_queue, source_id, source_retry_count, source_root_id,
-                source_created_on, source_output)
+                source_created_on, source_output, trace_context)
             SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
                 q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
                 q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
                 q.policy, f.singleton_key, now(),
                 now() + q.retention_seconds * interval '1 second',
-                f.name, f.id, f.retry_count, f.root_id, f.created_on, f.output::jsonb
+                f.name, f.id, f.retry_count, f.root_id, f.created_on, f.output::jsonb,
+                f.trace_context::jsonb
             FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
             WHERE f.state = 'failed'
             ON CONFLICT DO NOTHING
@@ -184,10 +187,12 @@ class FailMixin(EngineBase):
     def _refused_note(self) -> str:
         """UPDATE recording, in the output of failed jobs ``$2`` of queues ``$1``, that the
         policy of their dead-letter queue ``$3`` refused the copy (docs/queues.md)."""
+        # Only IMMUTABLE functions (jsonb_set, jsonb_object): Citus refuses a STABLE one
+        # such as jsonb_build_object inside CASE, or applied to a column, in an UPDATE.
         return f"""UPDATE {self.s}.job j SET output = (CASE
                 WHEN jsonb_typeof(j.output) = 'object' THEN j.output
-                ELSE jsonb_build_object('output', j.output) END)
-                || jsonb_build_object('dead_letter_refused', r.dlq)
+                ELSE jsonb_set('{{}}'::jsonb, '{{output}}', coalesce(j.output, 'null'::jsonb))
+                END) || jsonb_object(ARRAY['dead_letter_refused'], ARRAY[r.dlq])
             FROM unnest($1::text[], $2::uuid[], $3::text[]) AS r(name, id, dlq)
             WHERE j.name = r.name AND j.id = r.id AND j.state = 'failed'
               AND EXISTS (SELECT 1 FROM {self.s}.queue q WHERE q.name = r.dlq)"""
@@ -224,8 +229,9 @@ class FailMixin(EngineBase):
                 copy = self._dead_letter_insert(
                     "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], "
                     "$6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], "
-                    "$11::uuid[]) AS f(name, id, state, priority, retry_count, data, output, "
-                    "dead_letter, singleton_key, created_on, root_id)"
+                    "$11::uuid[], $12::text[]) AS f(name, id, state, priority, retry_count, "
+                    "data, output, dead_letter, singleton_key, created_on, root_id, "
+                    "trace_context)"
                 )
                 copied = yield Statement(copy, columns(dead, COPIED_COLUMNS))
                 made = {r["source_id"] for r in copied}
@@ -249,7 +255,7 @@ class FailMixin(EngineBase):
             " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
         )
         pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target,
-                gen_random_uuid() AS new_id
+                gen_random_uuid() AS new_id, d.trace_context::text AS trace_context
             FROM {s}.job d JOIN {s}.queue q ON q.name = coalesce($2::text, d.source_queue)
             WHERE d.name = $1 AND d.state IN {in_list(QUEUED)}
             ORDER BY d.created_on, d.id LIMIT $3{lock}"""
@@ -257,11 +263,13 @@ class FailMixin(EngineBase):
         def insert(source: str) -> str:
             return f"""INSERT INTO {s}.job (id, name, data, priority, retry_limit, retry_delay,
                     retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
-                    retention_seconds, deletion_seconds, policy, start_after, keep_until)
+                    retention_seconds, deletion_seconds, policy, start_after, keep_until,
+                    trace_context)
                 SELECT m.new_id, q.name, m.data::jsonb, m.priority, q.retry_limit,
                     q.retry_delay, q.retry_backoff, q.retry_delay_max, q.expire_seconds,
                     q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds, q.policy,
-                    now(), now() + q.retention_seconds * interval '1 second'
+                    now(), now() + q.retention_seconds * interval '1 second',
+                    m.trace_context::jsonb
                 FROM {source} JOIN {s}.queue q ON q.name = m.target
                 ON CONFLICT DO NOTHING
                 RETURNING id"""
@@ -289,10 +297,10 @@ class FailMixin(EngineBase):
                 return 0
             added = yield Statement(
                 insert(
-                    "unnest($1::uuid[], $2::text[], $3::int[], $4::text[]) "
-                    "AS m(new_id, data, priority, target)"
+                    "unnest($1::uuid[], $2::text[], $3::int[], $4::text[], $5::text[]) "
+                    "AS m(new_id, data, priority, target, trace_context)"
                 ),
-                columns(picked, ("new_id", "data", "priority", "target")),
+                columns(picked, ("new_id", "data", "priority", "target", "trace_context")),
             )
             made = {r["id"] for r in added}
             moved = [r["id"] for r in picked if r["new_id"] in made]

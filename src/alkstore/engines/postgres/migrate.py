@@ -49,14 +49,14 @@ class SchemaMixin(EngineBase):
             # schema can open a store with the default migrate=True (docs/deployment.md).
             if (yield from self._read_version()) == target:
                 return target
+            # Every wait has a deadline: a session without a lock_timeout (a pooler's, a
+            # DSN's 0) waits for the lock this long at most (see migration_lock_report).
+            yield Statement(
+                "SELECT set_config('lock_timeout', $1::text, true) "
+                "WHERE current_setting('lock_timeout') = '0'",
+                (f"{MIGRATION_LOCK_TIMEOUT * 1000}ms",),
+            )
             if self.capabilities.advisory_locks:
-                # Every wait has a deadline: a session without a lock_timeout (a pooler's, a
-                # DSN's 0) waits for the lock this long at most (see migration_lock_report).
-                yield Statement(
-                    "SELECT set_config('lock_timeout', $1::text, true) "
-                    "WHERE current_setting('lock_timeout') = '0'",
-                    (f"{MIGRATION_LOCK_TIMEOUT * 1000}ms",),
-                )
                 yield Statement("SELECT pg_advisory_xact_lock($1::bigint)", (self._lock_key(),))
                 yield Statement(f"CREATE SCHEMA IF NOT EXISTS {s}")
             else:
@@ -87,22 +87,28 @@ class SchemaMixin(EngineBase):
 
     def migration_lock_report(self) -> Plan[MigrationLocked]:
         """The error for a migration that timed out waiting for the lock, naming the
-        sessions that hold it (from ``pg_locks`` and ``pg_stat_activity``)."""
+        sessions that hold it (from ``pg_locks`` and ``pg_stat_activity``) where the lock is
+        an advisory lock; a claim row's holder cannot be named portably."""
         key = self._lock_key()
         high, low = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
 
         def steps() -> Steps[MigrationLocked]:
-            holders: list[dict[str, Any]] = []
-            if self.capabilities.advisory_locks:
-                holders = yield Statement(
-                    "SELECT a.pid, a.application_name, a.client_addr::text AS client_addr, "
-                    "a.usename::text AS usename, a.state "
-                    "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-                    "WHERE l.locktype = 'advisory' AND l.granted "
-                    "AND l.classid::bigint = $1::bigint AND l.objid::bigint = $2::bigint "
-                    "AND l.objsubid = 1",
-                    (high, low),
+            if not self.capabilities.advisory_locks:
+                return MigrationLocked(
+                    f"schema {self.schema!r}: timed out waiting for the migration lock "
+                    f"(lock_timeout); another session is migrating it (this engine has no "
+                    f"advisory locks, so the holder of the {self.schema}.migration_lock row "
+                    f"cannot be named): try again when it has finished"
                 )
+            holders = yield Statement(
+                "SELECT a.pid, a.application_name, a.client_addr::text AS client_addr, "
+                "a.usename::text AS usename, a.state "
+                "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted "
+                "AND l.classid::bigint = $1::bigint AND l.objid::bigint = $2::bigint "
+                "AND l.objsubid = 1",
+                (high, low),
+            )
             who = "; ".join(
                 f"pid {h['pid']} (application_name {h['application_name']!r}, user "
                 f"{h['usename']!r}, client {h['client_addr'] or 'local or hidden'}, "

@@ -21,7 +21,7 @@ import attrs
 
 from ...core.errors import QueueNotFound
 from ...core.options import KEYED_CLAIM_POLICIES, Policy
-from ...core.plans import Row, Statement, Steps
+from ...core.plans import Isolation, Row, Statement, Steps
 from ...core.records import as_bool, as_opt_int
 from ...core.states import QUEUED
 from .base import EngineBase
@@ -96,6 +96,47 @@ class QueueHintsMixin(EngineBase):
         self.learn(queue, rules)
         return rules
 
+    def _lock_rules(self, queue: str, ignore_start_after: bool) -> Steps[QueueRules | None]:
+        """Lock and read the queue row for a keyed claim; None when there is nothing to claim.
+
+        Where the engine has SKIP LOCKED under READ COMMITTED, a fetcher that finds the row
+        locked by another claim does not queue behind it blind: it first looks (unlocked) for
+        a job the claim could take, and returns None when there is none. Queued behind the
+        lock, every such fetcher walked all the keys again once it got the row, while the
+        fetcher with work to take waited behind them (docs/queues.md). "None" is only said
+        from a snapshot without a claimable job, so it is the answer a fetch a moment earlier
+        would have had; work that the lock holder has not claimed yet shows as claimable, and
+        then this fetcher waits for the lock as before.
+        """
+        if not self.capabilities.skip_locked or self.isolation not in (
+            None,
+            Isolation.READ_COMMITTED,
+        ):
+            return (yield from self._read_rules(queue, " FOR UPDATE"))
+        rows = yield Statement(QUEUE_RULES.format(s=self.s) + " FOR UPDATE SKIP LOCKED", (queue,))
+        if rows:
+            rules = QueueRules.from_row(rows[0])
+            self.learn(queue, rules)
+            return rules
+        rules = yield from self._read_rules(queue)
+        if rules.paused:
+            return rules
+        probe = self._probe_sql(rules.policy, ignore_start_after)
+        if not (yield Statement(probe, (queue,))):
+            return None
+        return (yield from self._read_rules(queue, " FOR UPDATE"))
+
+    @functools.cached_property
+    def _probe_sqls(self) -> dict[tuple[Policy, bool], str]:
+        return {}
+
+    def _probe_sql(self, policy: Policy, ignore_start_after: bool) -> str:
+        """:func:`claimable_probe_sql` of one shape, built once per engine."""
+        shape = (policy, ignore_start_after)
+        if shape not in self._probe_sqls:
+            self._probe_sqls[shape] = claimable_probe_sql(self.s, policy, ignore_start_after)
+        return self._probe_sqls[shape]
+
 
 def keyed_claim_sql(
     s: str, policy: Policy, *, ignore_start_after: bool, grouped: bool, limited: bool = True
@@ -110,9 +151,7 @@ def keyed_claim_sql(
     the queue row's lock.
     """
     queued = in_list(QUEUED)
-    # ignore_start_after still never takes a job parked at 'infinity' (a flow's child that
-    # waits for its parents).
-    due = "j.start_after < 'infinity'" if ignore_start_after else "j.start_after <= now()"
+    due = due_condition(ignore_start_after)
     columns = "j.name, j.id, j.priority, j.created_on, j.start_after, j.group_id, j.group_tier"
     if policy in KEYED_CLAIM_POLICIES:
         ctes = keyed_heads(s, policy, due)
@@ -169,6 +208,29 @@ def keyed_claim_sql(
     return "WITH RECURSIVE " + ",\n".join(ctes) + "\n" + update
 
 
+def due_condition(ignore_start_after: bool) -> str:
+    """When job ``j`` is due for a claim."""
+    # ignore_start_after still never takes a job parked at 'infinity' (a flow's child that
+    # waits for its parents).
+    return "j.start_after < 'infinity'" if ignore_start_after else "j.start_after <= now()"
+
+
+def claimable_probe_sql(s: str, policy: Policy, ignore_start_after: bool) -> str:
+    """One row when queue ``$1`` may have a job the keyed claim could take now, else none.
+
+    It ignores the queue's concurrency limit and group limits, so it errs only towards
+    "maybe": it never says "none" while a job is claimable in its snapshot. For a keyed policy
+    it walks the keys like the claim and stops at the first free key with a due head.
+    """
+    due = due_condition(ignore_start_after)
+    if policy not in KEYED_CLAIM_POLICIES:
+        return f"""SELECT 1 FROM {s}.job j
+            WHERE j.name = $1 AND j.state IN {in_list(QUEUED)} AND {due} LIMIT 1"""
+    return (
+        "WITH RECURSIVE " + ",\n".join(keyed_heads(s, policy, due)) + " SELECT 1 FROM cand LIMIT 1"
+    )
+
+
 def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
     """CTEs ending in ``cand``: the one job of each key a keyed policy may claim now.
 
@@ -200,8 +262,8 @@ def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
                 FROM {s}.job j WHERE j.name = $1 AND {own} AND {k} = keys.k{head_due}
                 ORDER BY {order} LIMIT 1) h
             WHERE keys.k IS NOT NULL
-              AND NOT EXISTS (SELECT 1 FROM {s}.job j WHERE j.name = $1
-                  AND j.policy = '{policy.value}' AND j.state IN {blocking} AND {k} = keys.k)
+              AND keys.k NOT IN (SELECT {k} FROM {s}.job j WHERE j.name = $1
+                  AND j.policy = '{policy.value}' AND j.state IN {blocking})
               {"AND " + due.replace("j.", "h.") if fifo else ""})""",
     ]
 

@@ -12,7 +12,7 @@ from ...core.options import JobOptions
 from ...core.plans import Plan
 from ...core.records import as_uuid
 from .runtime import notifying
-from .send import SEND_OPTION_SQL
+from .send import SEND_OPTION_SQL, trace_context_texts
 
 if TYPE_CHECKING:
     from .engine import PostgresEngine
@@ -58,10 +58,13 @@ def publish(
         f"coalesce(${len(params) - 1}::timestamptz, "
         f"now() + coalesce(${len(params)}::float8, 0) * interval '1 second')"
     )
+    params.append(trace_context_texts([options])[0])
+    trace = f"${len(params)}::text::jsonb"
     s = engine.s
     sql = f"""INSERT INTO {s}.job (id, name, data, {", ".join(SEND_OPTION_SQL)},
-            policy, start_after, keep_until)
-        SELECT gen_random_uuid(), q.name, $2::text::jsonb, {", ".join(values)}, q.policy, sa.at,
+            policy, trace_context, start_after, keep_until)
+        SELECT gen_random_uuid(), q.name, $2::text::jsonb, {", ".join(values)}, q.policy, {trace},
+            sa.at,
             sa.at + {values[list(SEND_OPTION_SQL).index("retention_seconds")]}
                 * interval '1 second'
         FROM {s}.subscription sub JOIN {s}.queue q ON q.name = sub.queue

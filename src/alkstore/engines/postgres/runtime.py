@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from ...core.contracts import Engine
+from ...core.contracts import Engine, OwnRuntime
 from ...core.errors import UnsupportedByEngine
 from ...core.plans import Plan, Statement, Steps
 from ...core.records import as_uuid
@@ -37,16 +37,27 @@ def runtime_engine(engine: Engine) -> PostgresEngine:
         if isinstance(candidate, PostgresEngine):
             return candidate
     raise UnsupportedByEngine(
-        engine.name, "worker_runtime", "work(), schedules and pub/sub need the postgres family"
+        engine.name, "worker_runtime", "schedules and pub/sub need the postgres family"
     )
 
 
-def claim_pass(engine: PostgresEngine, interval: float, owner: str) -> Plan[bool]:
+def worker_engine(engine: Engine) -> PostgresEngine | OwnRuntime:
+    """The engine whose plans the worker runtime runs: one that builds them itself
+    (:class:`~alkstore.core.contracts.OwnRuntime`, the in-memory engine), else
+    :func:`runtime_engine`."""
+    if isinstance(engine, OwnRuntime):
+        return engine
+    return runtime_engine(engine)
+
+
+def claim_pass(engine: PostgresEngine | OwnRuntime, interval: float, owner: str) -> Plan[bool]:
     """Claim the next maintenance pass: True for exactly one caller per ``interval`` seconds.
 
     One conditional ``UPDATE`` of one row: concurrent claimers queue on its row lock and the
     losers re-check ``next_on`` (or, under SERIALIZABLE, retry and find it moved).
     """
+    if isinstance(engine, OwnRuntime):
+        return engine.claim_pass(interval, owner)
     sql = f"""UPDATE {engine.s}.supervisor
         SET next_on = now() + $2::float8 * interval '1 second', run_on = now(), owner = $3
         WHERE name = $1 AND next_on <= now()
@@ -60,7 +71,7 @@ def claim_pass(engine: PostgresEngine, interval: float, owner: str) -> Plan[bool
     )
 
 
-def unflushed(engine: PostgresEngine, plan: Plan[T]) -> Plan[T]:
+def unflushed(engine: PostgresEngine | OwnRuntime, plan: Plan[T]) -> Plan[T]:
     """``plan`` in a transaction that commits without waiting for its WAL flush, where the
     engine has ``asynchronous_commit`` (else ``plan`` as it is).
 
@@ -69,7 +80,7 @@ def unflushed(engine: PostgresEngine, plan: Plan[T]) -> Plan[T]:
     and are delivered again (at-least-once, as when a worker dies); every later commit of
     the session, the job's completion included, flushes them first.
     """
-    if not engine.capabilities.asynchronous_commit:
+    if isinstance(engine, OwnRuntime) or not engine.capabilities.asynchronous_commit:
         return plan
     inner = plan.steps
 
@@ -80,11 +91,15 @@ def unflushed(engine: PostgresEngine, plan: Plan[T]) -> Plan[T]:
     return attrs.evolve(plan, steps=steps, transaction=True)
 
 
-def watch(engine: PostgresEngine, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
+def watch(
+    engine: PostgresEngine | OwnRuntime, queue: str, targets: Targets
+) -> Plan[set[uuid.UUID]]:
     """Heartbeat the running jobs that have ``heartbeat_seconds``; return the ids of those
     still active in the attempt they were fetched in (the rest were cancelled, expired or
     settled elsewhere). One statement; its ``SELECT`` reads the rows as they were before the
     heartbeat, which changes no state."""
+    if isinstance(engine, OwnRuntime):
+        return engine.watch(queue, targets)
     s = engine.s
     fence = "j.id = t.id AND j.retry_count = t.retry_count"
     sql = f"""WITH t AS (SELECT * FROM unnest($2::uuid[], $3::int[]) AS u(id, retry_count)),

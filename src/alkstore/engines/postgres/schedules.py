@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING
 
-from ...core.errors import QueueNotFound
+from ...core.errors import JobConflict, QueueNotFound
 from ...core.ids import new_id
 from ...core.options import NewJob
 from ...core.plans import Plan, Statement, Steps
@@ -89,4 +89,12 @@ def fire_schedules(engine: PostgresEngine, now: dt.datetime | None) -> Plan[int]
             fired += 1
         return fired
 
-    return engine._plan("fire_schedules", steps, transaction=True)
+    # The slot's job id is the key that enforces one job per slot: should a slot come round
+    # again with its job still there (only a shifted clock does that), the pass is refused
+    # as a send of an existing id is, not with the driver's raw unique violation.
+    def map_error(sqlstate: str | None, _constraint: str | None) -> Exception | None:
+        if sqlstate == "23505":
+            return JobConflict("the job of a due slot already exists: nothing of the pass fired")
+        return None
+
+    return engine._plan("fire_schedules", steps, transaction=True, map_error=map_error)

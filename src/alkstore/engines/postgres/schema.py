@@ -226,7 +226,16 @@ def _v4(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
+def _v5(s: str, caps: Capabilities) -> list[str]:
+    """The sender's trace context, carried in the job (docs/observability.md).
+
+    One nullable column, no default and no index: nothing is backfilled or rewritten, and a
+    job sent without telemetry leaves it NULL.
+    """
+    return [f"ALTER TABLE {s}.job ADD COLUMN trace_context jsonb"]
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)

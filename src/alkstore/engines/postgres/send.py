@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from ...core.errors import (
     JobConflict,
 )
-from ...core.options import NewJob, Policy
+from ...core.options import JobOptions, NewJob, Policy
 from ...core.plans import Plan, Statement, Steps
 from .policies import QueueHintsMixin
 from .runtime import notifying
@@ -37,6 +38,7 @@ SEND_TYPES = {
     "start_at": "timestamptz",
     "delay": "float8",
     "singleton_seconds": "int",
+    "trace_context": "text",
     **{name: sql_type for name, (sql_type, _default) in SEND_OPTION_SQL.items()},
 }
 """SQL element type of every array ``send`` may bind."""
@@ -172,6 +174,9 @@ class SendMixin(QueueHintsMixin):
             ]
         if slot is not None:
             arrays["singleton_seconds"] = [o.singleton_seconds for o in options]
+        traced = any(o.trace_context is not None for o in distinct)
+        if traced:
+            arrays["trace_context"] = trace_context_texts(options)
         values = {
             name: f"coalesce(t.{name}, {default})" if name in bound else default
             for name, (_type, default) in SEND_OPTION_SQL.items()
@@ -188,13 +193,33 @@ class SendMixin(QueueHintsMixin):
         gate = " AND q.policy = 'standard'" if not guarded else ""
         slot_column, slot_value = ("singleton_on, ", f"{slot}, ") if slot is not None else ("", "")
         tail = " ON CONFLICT DO NOTHING RETURNING id, policy" if guarded else " RETURNING id"
+        trace_column, trace_value = (
+            ("trace_context, ", "t.trace_context::jsonb, ") if traced else ("", "")
+        )
         sql = f"""
             INSERT INTO {self.s}.job (id, name, data, {", ".join(SEND_OPTION_SQL)},
-                policy, {slot_column}start_after, keep_until)
+                policy, {trace_column}{slot_column}start_after, keep_until)
             SELECT t.id, q.name, t.data::jsonb, {", ".join(values.values())}, q.policy,
-                {slot_value}sa.at,
+                {trace_value}{slot_value}sa.at,
                 sa.at + {values["retention_seconds"]} * interval '1 second'
             FROM unnest({unnest}) AS t({", ".join(arrays)})
             JOIN {self.s}.queue q ON q.name = $1{gate}
             CROSS JOIN LATERAL (SELECT {start} AS at) sa{tail}"""
         return sql, (queue, *arrays.values())
+
+
+def trace_context_texts(options: Sequence[JobOptions]) -> list[str | None]:
+    """Each job's ``trace_context`` as JSON text (a batch sent with one context shares one
+    mapping: it is encoded once)."""
+    texts: dict[int, str] = {}
+    out: list[str | None] = []
+    for o in options:
+        context = o.trace_context
+        if context is None:
+            out.append(None)
+            continue
+        text = texts.get(id(context))
+        if text is None:
+            text = texts[id(context)] = json.dumps(context, separators=(",", ":"))
+        out.append(text)
+    return out

@@ -22,10 +22,19 @@ JOB_COLUMNS = (
     "deletion_seconds, singleton_key, group_id, group_tier, start_after, created_on, "
     "started_on, completed_on, heartbeat_on, keep_until, output::text AS output, "
     "source_queue, source_id, source_retry_count, source_root_id, source_created_on, "
-    "source_output::text AS source_output, dead_letter"
+    "source_output::text AS source_output, dead_letter, trace_context::text AS trace_context"
 )
 RETURNED_JOB_COLUMNS = ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))
 """:data:`JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
+LEAN_JOB_COLUMNS = (
+    "id, name, data::text AS data, state, priority, retry_count, retry_limit, expire_seconds, "
+    "heartbeat_seconds, singleton_key, group_id, group_tier, created_on, "
+    "trace_context::text AS trace_context"
+)
+"""The columns of a lean job (:data:`alkstore.core.lean.LEAN_FIELDS`): a fetch without
+metadata returns only these."""
+RETURNED_LEAN_JOB_COLUMNS = ", ".join("j." + c.strip() for c in LEAN_JOB_COLUMNS.split(","))
+""":data:`LEAN_JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
 LATEST_TIME = "'9999-12-31 23:59:59.999999+00'::timestamptz"
 """The latest time Python's datetime holds. A job blocked in a flow waits with
 ``start_after`` and ``keep_until`` at ``'infinity'``, which psycopg cannot read; reads show it

@@ -1,0 +1,34 @@
+"""What the conformance suite cannot run on the in-memory engine, and why.
+
+Each entry is a test file of the suite, or ``file::test`` for one test, with the reason. The
+plugin skips them when ``--alkstore-engine memory`` (docs/engines.md, "The in-memory engine").
+"""
+
+from __future__ import annotations
+
+NO_CALLER_TRANSACTIONS = (
+    "no transaction the caller owns: the in-memory engine has no connection to join "
+    "(store.using(conn), a connection as the DSN, transactional workers)"
+)
+
+SKIPS: dict[str, str] = {
+    "test_caller_transactions.py": NO_CALLER_TRANSACTIONS,
+    "test_worker.py::test_transactional_worker_commits_writes_with_completion": (
+        NO_CALLER_TRANSACTIONS
+    ),
+    "test_worker.py::test_transactional_with_heartbeat_needs_the_capability": (
+        NO_CALLER_TRANSACTIONS
+    ),
+    "test_worker.py::test_transactional_refuses_a_job_level_heartbeat_without_the_capability": (
+        NO_CALLER_TRANSACTIONS
+    ),
+}
+"""Test file (or ``file::test``) -> why it cannot run on the in-memory engine."""
+
+
+def skip_reason_on_memory(nodeid: str) -> str | None:
+    """Why the test ``nodeid`` cannot run on the in-memory engine, or None."""
+    path, _, rest = nodeid.partition("::")
+    name = path.rsplit("/", 1)[-1]
+    test = rest.partition("[")[0]
+    return SKIPS.get(f"{name}::{test}") or SKIPS.get(name)

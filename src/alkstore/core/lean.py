@@ -1,0 +1,133 @@
+"""The lean :class:`~.records.Job` that ``fetch`` returns by default (docs/guide.md, "Lean
+jobs").
+
+A worker needs a job's id, queue, data, its attempt (``retry_count``, the fence that
+``complete``/``fail`` check), and what shapes its handling; the rest of the record (times,
+retry settings, retention, dead-letter lineage, output) is the job's metadata, read by
+``fetch(..., include_metadata=True)`` or ``get_job``. Not reading it saves the server, the
+wire and the client a row of 31 columns per job.
+
+A lean job is a :class:`~.records.Job` (``isinstance`` holds, it fences ``complete`` and
+``fail`` like a full one) whose metadata fields are absent, not empty: reading one raises
+:class:`~.errors.MetadataNotFetched` (an ``AttributeError``, so ``hasattr`` is False), never a
+None that could pass for "not set". ``job.has_metadata`` tells the two apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+
+from .errors import MetadataNotFetched
+from .records import _STATES, Job, as_int, as_json, as_opt_int, as_time, as_uuid
+from .states import JobState
+
+LEAN_FIELDS = (
+    "id",
+    "queue",
+    "data",
+    "state",
+    "priority",
+    "retry_count",
+    "retry_limit",
+    "expire_seconds",
+    "heartbeat_seconds",
+    "singleton_key",
+    "group_id",
+    "group_tier",
+    "created_on",
+    "trace_context",
+)
+"""The fields a lean job carries: what a worker needs (the trace context links its
+processing to the send), in :class:`~.records.Job`'s names."""
+
+METADATA_FIELDS = tuple(a.name for a in attrs.fields(Job) if a.name not in LEAN_FIELDS)
+"""The fields a lean job lacks (reading one raises :class:`~.errors.MetadataNotFetched`)."""
+
+_SLOTS = {name: Job.__dict__[name] for name in LEAN_FIELDS}
+"""Job's slot descriptors: a lean job's fields are set through them, past the frozen
+``__setattr__`` and the absent fields' properties."""
+
+
+class LeanJob(Job):
+    """A :class:`~.records.Job` without its metadata (see the module docstring)."""
+
+    __slots__ = ()
+    has_metadata: ClassVar[bool] = False
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> LeanJob:
+        """Build from a row of the lean columns (``name`` is the queue, ``data`` JSON text)."""
+        get = row.__getitem__
+        return cls.of(
+            as_uuid(get("id")),
+            get("name"),
+            as_json(get("data")),
+            _STATES.get(get("state")) or JobState(get("state")),
+            as_int(get("priority")),
+            as_int(get("retry_count")),
+            as_int(get("retry_limit")),
+            as_int(get("expire_seconds")),
+            as_opt_int(get("heartbeat_seconds")),
+            get("singleton_key"),
+            get("group_id"),
+            get("group_tier"),
+            as_time(get("created_on")),
+            as_json(row.get("trace_context")),
+        )
+
+    @classmethod
+    def of(cls, *values: Any) -> LeanJob:
+        """A lean job from the values of :data:`LEAN_FIELDS`, in that order."""
+        job = object.__new__(cls)
+        for name, value in zip(LEAN_FIELDS, values, strict=True):
+            _SLOTS[name].__set__(job, value)
+        return job
+
+    @classmethod
+    def of_job(cls, job: Job) -> LeanJob:
+        """The lean form of a full job."""
+        return cls.of(*(getattr(job, name) for name in LEAN_FIELDS))
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in LEAN_FIELDS)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in LEAN_FIELDS)
+        return f"Job({shown}, <metadata not fetched>)"
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not LeanJob:
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __ne__(self, other: object) -> bool:
+        equal = self.__eq__(other)
+        return equal if equal is NotImplemented else not equal
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (LeanJob.of, self._values())
+
+
+def _absent(name: str) -> property:
+    def get(self: LeanJob) -> Any:
+        raise MetadataNotFetched(name)
+
+    return property(get, doc=f"Not fetched: reading ``{name}`` raises MetadataNotFetched.")
+
+
+for _name in METADATA_FIELDS:
+    setattr(LeanJob, _name, _absent(_name))
+
+
+def lean_jobs(jobs: list[Job]) -> list[Job]:
+    """``jobs`` in their lean form (for engines that read full rows only)."""
+    return [LeanJob.of_job(job) for job in jobs]
+
+
+__all__ = ["LEAN_FIELDS", "METADATA_FIELDS", "LeanJob", "lean_jobs"]

@@ -1,0 +1,86 @@
+"""The keyed claim and the queue row's lock, on a real PostgreSQL (docs/queues.md).
+
+A keyed fetch that finds the queue row locked by another claim returns at once when nothing
+is claimable, and waits for the lock when something is.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import psycopg
+import pytest
+
+import alkstore
+from alkstore.engines.postgres.identifiers import quote_schema
+
+LOCK_WAITS = """SELECT count(*) FROM pg_stat_activity
+    WHERE wait_event_type = 'Lock' AND datname = current_database()"""
+
+KEYED = pytest.mark.parametrize("policy", ["singleton", "key_strict_fifo"])
+
+
+def _wait_for_a_lock_wait(conn: psycopg.Connection[Any], seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while conn.execute(LOCK_WAITS).fetchone()[0] == 0:  # type: ignore[index]
+        assert time.monotonic() < deadline, "the fetch never waited for the lock"
+        time.sleep(0.01)  # polling interval; the condition above is what synchronises
+
+
+def _lock_queue_row(conn: psycopg.Connection[Any], schema: str) -> None:
+    """Hold the queue row's lock the way a keyed claim does, until ``conn`` ends its
+    transaction."""
+    conn.execute(f"SELECT 1 FROM {quote_schema(schema)}.queue WHERE name = 'q' FOR UPDATE")
+
+
+def _fetch_in_thread(store: alkstore.Store, result: dict[str, Any]) -> threading.Thread:
+    thread = threading.Thread(target=lambda: result.update(jobs=store.fetch("q", batch_size=10)))
+    thread.start()
+    return thread
+
+
+@KEYED
+def test_a_keyed_fetch_with_nothing_claimable_returns_without_waiting(pg_dsn, schema_name, policy):
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        store.create_queue("q", policy=policy)
+        store.send("q", "first", singleton_key="a")
+        (active,) = store.fetch("q")
+        behind = store.send("q", "second", singleton_key="a")
+        result: dict[str, Any] = {}
+        with psycopg.connect(pg_dsn) as locker:
+            _lock_queue_row(locker, schema_name)
+            fetcher = _fetch_in_thread(store, result)
+            fetcher.join(timeout=30)
+            # The lock is still held: the fetch did not queue behind it.
+            assert not fetcher.is_alive()
+            assert result["jobs"] == []
+            locker.rollback()
+        store.complete("q", active)
+        assert [j.id for j in store.fetch("q")] == [behind]
+
+
+@KEYED
+def test_a_keyed_fetch_waits_for_the_lock_when_a_job_is_claimable(pg_dsn, schema_name, policy):
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        store.create_queue("q", policy=policy)
+        busy = store.send("q", "busy", singleton_key="a")
+        free = store.send("q", "free", singleton_key="b")
+        store.send("q", "behind busy", singleton_key="a")
+        (first,) = store.fetch("q")
+        assert first.id == busy
+        result: dict[str, Any] = {}
+        with (
+            psycopg.connect(pg_dsn) as locker,
+            psycopg.connect(pg_dsn, autocommit=True) as watcher,
+        ):
+            _lock_queue_row(locker, schema_name)
+            fetcher = _fetch_in_thread(store, result)
+            _wait_for_a_lock_wait(watcher)
+            assert fetcher.is_alive()
+            locker.commit()
+            fetcher.join(timeout=30)
+        assert not fetcher.is_alive()
+        # One job per key, and key "a" still has its active job.
+        assert [j.id for j in result["jobs"]] == [free]
