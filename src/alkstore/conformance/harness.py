@@ -86,6 +86,9 @@ class Backend:
     """Stops what :meth:`start` started (a throwaway cluster or a PGlite bridge)."""
     options: dict[str, Any] = attrs.field(factory=dict)
     """More ``connect`` options for every store of the run (``pooler``)."""
+    spare_schemas: list[str] = attrs.field(factory=list)
+    """Installed schemas that finished tests handed back, reset to their just-installed
+    state: the next test takes one instead of installing a schema of its own."""
 
     @classmethod
     def start(cls, dsn: str | None, engine: str, *, emulate: bool = False) -> Backend:
@@ -133,6 +136,10 @@ class StoreHandle:
 
     def __init__(self, backend: Backend, driver: str, schema: str, *, owner: bool = True) -> None:
         self.owner = owner
+        self.recyclable = owner
+        """Whether :meth:`close` may hand the schema to the next test instead of dropping
+        it: only the handle that created it, and only while no test tool changed what a
+        reset does not restore (the version record)."""
         self.backend = backend
         self.driver = driver
         self.schema = schema
@@ -215,6 +222,7 @@ class StoreHandle:
 
     def set_version(self, version: int) -> None:
         """Record ``version`` as the installed schema version."""
+        self.recyclable = False
         self.run_plan(self.hooks.set_version(version))
 
     def job_storage(self) -> dict[str, int]:
@@ -226,10 +234,12 @@ class StoreHandle:
         return StoreHandle(self.backend, self.driver, self.schema, owner=False)
 
     def close(self) -> None:
-        """Close the store; the handle that created the schema drops it first."""
+        """Close the store. The handle that created the schema resets it and hands it back
+        to the backend for the next test (installing a schema costs ten times a reset), or
+        drops it when it cannot be reset."""
         try:
             if self.owner:
-                self.run_plan(self.hooks.drop())
+                self._recycle_or_drop()
         finally:
             if isinstance(self._store, AsyncStore):
                 assert self._loop is not None
@@ -239,6 +249,23 @@ class StoreHandle:
                 self._store.close()
 
 
+    def _recycle_or_drop(self) -> None:
+        if self.recyclable:
+            try:
+                self.reset()
+            except Exception:
+                # A schema the test left unresettable (a table altered, a session killed)
+                # is dropped instead; a failure to drop it then reaches the test.
+                self.run_plan(self.hooks.drop())
+            else:
+                self.backend.spare_schemas.append(self.schema)
+            return
+        self.run_plan(self.hooks.drop())
+
+
 def open_handle(backend: Backend, driver: str) -> StoreHandle:
-    """A store through ``driver`` on a schema of its own."""
+    """A store through ``driver`` on a schema of its own: a spare one a finished test reset,
+    else a new one."""
+    if backend.spare_schemas:
+        return StoreHandle(backend, driver, backend.spare_schemas.pop())
     return StoreHandle(backend, driver, f"t_{uuid.uuid4().hex[:16]}")

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 from ...core.plans import Plan, Row, Statement, Steps, single
 from ...core.records import as_int
 from .identifiers import quote_ident
+from .runtime import MAINTENANCE
 from .sql import LATEST_TIME, seconds_after
 
 T = TypeVar("T")
@@ -89,7 +90,9 @@ class PostgresTestHooks:
         return self._single("test-job-count", sql, (), lambda rows: as_int(rows[0]["n"]))
 
     def reset(self) -> Plan[None]:
-        """Drop the queues' partitions, delete every job and queue, in one transaction."""
+        """Return the schema to its just-installed state: drop the queues' partitions, delete
+        every job, dependency and queue (their schedules and subscriptions go with them) and
+        make the supervisor's maintenance pass due, unclaimed."""
         s = self.s
 
         def steps() -> Steps[None]:
@@ -100,6 +103,11 @@ class PostgresTestHooks:
             yield Statement(f"DELETE FROM {s}.job_dependency")
             yield Statement(f"DELETE FROM {s}.job_blocked")
             yield Statement(f"DELETE FROM {s}.queue")
+            yield Statement(
+                f"UPDATE {s}.supervisor SET next_on = now(), run_on = NULL, owner = NULL "
+                "WHERE name = $1",
+                (MAINTENANCE,),
+            )
 
         return self._plan("test-reset", steps)
 
