@@ -248,7 +248,6 @@ class StoreHandle:
             else:
                 self._store.close()
 
-
     def _recycle_or_drop(self) -> None:
         if self.recyclable:
             try:
