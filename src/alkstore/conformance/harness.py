@@ -132,7 +132,7 @@ class _LoopThread:
 
 
 class StoreHandle:
-    """A store on a fresh schema, seen synchronously, plus test-only tools."""
+    """A store on a schema of its own, seen synchronously, plus test-only tools."""
 
     def __init__(self, backend: Backend, driver: str, schema: str, *, owner: bool = True) -> None:
         self.owner = owner

@@ -22,7 +22,8 @@ Options (also settable through ``ALKSTORE_DSN`` / ``ALKSTORE_ENGINE`` / ``ALKSTO
   is started in front of the throwaway cluster (with ``--alkstore-dsn``, that DSN is taken
   to be such a PgBouncer).
 
-Each test gets a store on a fresh schema that is dropped afterwards. Tests declare what they
+Each test gets a store on a schema of its own, installed or reset to its just-installed
+state by the test before it (see :func:`.harness.open_handle`). Tests declare what they
 need with ``@pytest.mark.requires("capability", ...)``; where the engine lacks it the test is
 skipped with the capability and the reason its engine description gives.
 """
@@ -154,7 +155,8 @@ def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
 def alkstore_store(
     alkstore_backend: Backend, alkstore_driver: str, request: pytest.FixtureRequest
 ) -> Iterator[StoreHandle]:
-    """A store on a fresh schema, through the driver under test (sync view of async ones)."""
+    """A store on a schema of its own (just installed, or reset by the test before), through
+    the driver under test (sync view of async ones)."""
     handle = open_handle(alkstore_backend, alkstore_driver)
     try:
         marker = request.node.get_closest_marker("requires")
