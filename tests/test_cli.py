@@ -38,6 +38,11 @@ def _cli_dsn() -> Iterator[str]:
         yield cluster.dsn
 
 
+def _schemas(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        return {row[0] for row in conn.execute("SELECT nspname FROM pg_namespace")}
+
+
 @pytest.fixture(autouse=True)
 def _wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rich wraps at COLUMNS when output is not a terminal: keep lines whole for matching."""
@@ -228,8 +233,11 @@ def test_conformance_writes_the_matrix_as_json(
     _cli_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     report = tmp_path / "matrix.json"
+    before = _schemas(_cli_dsn)
     argv = ["--dsn", _cli_dsn, "--engine", "postgres", "--driver", "pg8000", "-k", "queues"]
     assert run_cli("conformance", *argv, "--json", str(report)) == 0
+    # The tests reuse each other's schemas; at the end the run leaves none behind.
+    assert _schemas(_cli_dsn) == before
     document = json.loads(report.read_text())
     assert document["matrix"]["queues"]["pg8000"]["passed"] > 0
     assert document["matrix"]["queues"]["pg8000"]["failed"] == 0

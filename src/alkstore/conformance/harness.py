@@ -268,3 +268,12 @@ def open_handle(backend: Backend, driver: str) -> StoreHandle:
     if backend.spare_schemas:
         return StoreHandle(backend, driver, backend.spare_schemas.pop())
     return StoreHandle(backend, driver, f"t_{uuid.uuid4().hex[:16]}")
+
+
+def drop_spare_schemas(backend: Backend, driver: str) -> None:
+    """Drop the schemas finished tests handed back, through ``driver``: at the end of a run
+    the database holds no schema of the suite's."""
+    while backend.spare_schemas:
+        handle = StoreHandle(backend, driver, backend.spare_schemas.pop())
+        handle.recyclable = False
+        handle.close()

@@ -43,6 +43,7 @@ from .harness import (
     Backend,
     StoreHandle,
     driver_variants,
+    drop_spare_schemas,
     installed_variants,
     open_handle,
     skip_reason,
@@ -148,7 +149,10 @@ def alkstore_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     try:
         yield backend
     finally:
-        backend.stop()
+        try:
+            drop_spare_schemas(backend, _drivers(config)[0])
+        finally:
+            backend.stop()
 
 
 @pytest.fixture
