@@ -680,6 +680,8 @@ class Model:
             job = self.jobs.get(child)
             if entry.waiting != 0 or job is None or job.start_after != BLOCKED:
                 continue
+            if job.state not in QUEUED:
+                continue  # completed while it waited (include_queued): it keeps its start
             start = entry.start_at or self.now + _seconds(entry.delay or 0.0)
             job.start_after = job.start_after_latest = start
             job.keep_until = start + _seconds(job.retention_seconds)

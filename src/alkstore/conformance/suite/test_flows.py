@@ -91,14 +91,32 @@ def test_complete_and_fetch_releases_children(alkstore_store):
             {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
         ]
     )
+    other = alkstore_store.send("q", {"plain": True})
     (a,) = alkstore_store.fetch("q")
     handoff = alkstore_store.complete_and_fetch("q", a)
     assert handoff.completed == 1
-    # The child was released by this very completion; the claim of the same statement saw
-    # it still waiting, so it is fetched by the next call (or the same, split engines).
-    got = handoff.jobs or alkstore_store.fetch("q")
-    assert [j.id for j in got] == [ids["b"]]
+    # As a fetch after the completion would: the child released by it comes first (it was
+    # created before the other job), although one statement's claim could not see it.
+    assert [j.id for j in handoff.jobs] == [ids["b"]]
     assert alkstore_store.get_job("q", ids["c"]).start_after == LATEST
+    assert _fetch_ids(alkstore_store, "q") == [other]
+
+
+def test_a_waiting_child_completed_with_its_parent_stays_finished(alkstore_store):
+    _queues(alkstore_store, "q")
+    ids = alkstore_store.flow(
+        [
+            {"ref": "a", "queue": "q", "data": 1},
+            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
+            {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
+        ]
+    )
+    both = [ids["a"], ids["b"]]
+    assert alkstore_store.complete("q", both, include_queued=True) == 2
+    child = alkstore_store.get_job("q", ids["b"])
+    # Completed while it waited: finished, not released (its start stays the waiting one).
+    assert child.state is JobState.COMPLETED and child.start_after == LATEST
+    assert _fetch_ids(alkstore_store, "q") == [ids["c"]]
 
 
 def test_complete_include_queued_of_a_parent_releases_its_child(alkstore_store):

@@ -51,16 +51,20 @@ class ClaimStrategy:
     lookup under the statement's snapshot misses a row changed since), and claims again."""
 
     def statements(
-        self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS
+        self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS, *, unless: str = ""
     ) -> tuple[str, str]:
         """The SELECT of at most ``limit`` queued jobs (to name ``next``) and the UPDATE of
-        those rows that returns the claimed jobs (their columns ``returned``)."""
+        those rows that returns the claimed jobs (their columns ``returned``); ``unless``, a
+        condition on the rest of the statement, makes it claim nothing."""
         queued = accepted(Operation.FETCH)
         # The gate (one primary-key read of the queue row) keeps the plain claim off a queue
         # that is paused or whose policy or limit needs the keyed claim (policies.py).
+        gate = PLAIN_GATE.format(s=s)
+        if unless:
+            gate += f" AND NOT ({unless})"
         pick = f"""SELECT {self.key} FROM {s}.job
                 WHERE name = $1 AND state IN {queued} AND start_after <= now()
-                    AND {PLAIN_GATE.format(s=s)}
+                    AND {gate}
                 ORDER BY priority DESC, created_on, id LIMIT {limit}"""
         if self.skip_locked:
             pick += " FOR UPDATE SKIP LOCKED"
@@ -88,14 +92,20 @@ class ClaimStrategy:
 
     def complete_and_fetch_sql(self, s: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
-        to ``$2`` jobs of queue ``$1``, in one statement."""
+        to ``$2`` jobs of queue ``$1``, in one statement. A completion that released flow
+        jobs claims nothing (``released`` says so): the statement's snapshot still shows them
+        waiting, and a claim now could take a job that a fetch after the completion would
+        not (the released job first); the caller claims with a fetch instead."""
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
-        pick, update = self.statements(s, "$2", returned)
+        pick, update = self.statements(
+            s, "$2", returned, unless="EXISTS (SELECT 1 FROM flow_released)"
+        )
         return f"""WITH {complete_ctes(s, 3, "$5")},
             next AS ({pick}), claimed AS ({update})
-            SELECT d.completed, n.picked, c.*
+            SELECT d.completed, r.released, n.picked, c.*
             FROM (SELECT count(*) AS completed FROM done) d
+            CROSS JOIN (SELECT count(*) AS released FROM flow_released) r
             CROSS JOIN (SELECT count(*) AS picked FROM next) n
             LEFT JOIN claimed c ON true"""
 
@@ -286,8 +296,12 @@ class ClaimMixin(QueueHintsMixin):
 
         def steps() -> Steps[Handoff]:
             rows = yield Statement(sql, params)
+            completed = as_int(rows[0]["completed"])
+            if as_int(rows[0]["released"]):
+                fetch_sql = self._fetch_sql if full else self._lean_fetch_sql
+                rows = yield Statement(fetch_sql, (queue, batch_size))
             jobs = yield from self._claimed_jobs(queue, rows, full)
-            return Handoff(as_int(rows[0]["completed"]), jobs)
+            return Handoff(completed, jobs)
 
         # No contention result: under contention the completion must not be reported lost.
         return self._plan("complete_and_fetch", steps)

@@ -79,12 +79,21 @@ def ready_select(unblocked: str) -> str:
         FROM {unblocked} WHERE u.waiting = 0"""
 
 
-def release_update(s: str, ready: str) -> str:
-    """UPDATE giving the ``ready`` jobs (alias ``r``) their start: fetchable from then."""
+def release_update(s: str, ready: str, *, finished: str = "") -> str:
+    """UPDATE giving the ``ready`` jobs (alias ``r``) their start: fetchable from then. A
+    ready job that is no longer queued (completed with ``include_queued`` while it waited)
+    keeps its waiting start; ``finished`` names a CTE of jobs (``name``, ``id``) that the
+    same statement finished, which its snapshot still shows queued."""
+    unfinished = ""
+    if finished:
+        unfinished = (
+            f" AND NOT EXISTS (SELECT 1 FROM {finished} f WHERE f.name = j.name AND f.id = j.id)"
+        )
     return f"""UPDATE {s}.job j SET start_after = r.at,
             keep_until = {seconds_after("r.at", "j.retention_seconds")}
         FROM {ready}
         WHERE j.name = r.name AND j.id = r.id AND j.start_after = 'infinity'
+            AND j.state IN {in_list(QUEUED)}{unfinished}
         RETURNING j.id"""
 
 
@@ -94,7 +103,7 @@ def release_ctes(s: str, done: str) -> str:
     parents = f"(SELECT name, id FROM {done} WHERE flow_parent) p"
     return f"""flow_unblocked AS ({unblock_update(s, parents)}),
         flow_ready AS ({ready_select("flow_unblocked u")}),
-        flow_released AS ({release_update(s, "flow_ready r")})"""
+        flow_released AS ({release_update(s, "flow_ready r", finished=done)})"""
 
 
 class SettleMixin(EngineBase):
