@@ -57,10 +57,20 @@ case "${1:-}" in
       "$VENV/bin/mypy" || status=1
       return "$status"
     }
+    # alkstore's own tests (tests/) in three parts, one per lane: the fault suite and the
+    # embedded engine's own tests run beside the rest.
+    own_elsewhere=(--ignore=tests/faults --ignore-glob='tests/test_pglite_*')
     own_tests() {
-      # alkstore's own tests (tests/: unit, fault suite, browser, examples).
-      echo "== alkstore's own tests"
-      pytest_step -q tests "${args[@]}"
+      echo "== alkstore's own tests (unit, browser, examples, CLI, bench smoke)"
+      pytest_step -q tests "${own_elsewhere[@]}" "${args[@]}"
+    }
+    fault_suite() {
+      echo "== alkstore's fault suite (tests/faults)"
+      pytest_step -q tests/faults "${args[@]}"
+    }
+    pglite_tests() {
+      echo "== alkstore's own tests of the embedded engine (tests/test_pglite_*)"
+      pytest_step -q tests/test_pglite_*.py "${args[@]}"
     }
     postgres15() {
       # The conformance suite on the system's PostgreSQL (15) x every driver, full counts.
@@ -122,16 +132,18 @@ case "${1:-}" in
     }
     # Three lanes at once on two cores: a conformance run keeps about three quarters of a
     # core busy (the rest is round trips and workers' poll waits), so three lanes keep both
-    # busy. Balanced on measured step times (minutes on a quiet machine, two lanes): own
-    # tests 9, PostgreSQL 15 x 4 drivers 5, PGlite 4.5, emulated 3.3, each other version
-    # 2.5, PgBouncer 3. Each step has its own throwaway servers; installers take file locks.
+    # busy. Balanced on step times measured in a fresh clone's run (minutes, three lanes,
+    # conformance schemas reused between tests): own tests 11.5, fault suite 3.5, own
+    # PGlite tests 2, PostgreSQL 15 x 4 drivers 6.5, PGlite x 3 drivers 3, emulated 3.5,
+    # each other version ~2. Each step has its own throwaway servers; installers take file
+    # locks.
     status=0
     pids=()
-    lane own own_tests "version 18" memory &
+    lane own own_tests memory "version 18" "version 14" &
     pids+=($!)
-    lane pg15 postgres15 embedded "version 17" &
+    lane pg15 postgres15 embedded pglite_tests "version 17" &
     pids+=($!)
-    lane matrix lint emulated "version 14" "version 16" "version 15-pgbouncer" &
+    lane matrix lint emulated fault_suite "version 16" "version 15-pgbouncer" &
     pids+=($!)
     for pid in "${pids[@]}"; do wait "$pid" || status=1; done
     # The matrix of these runs; a full run (no pytest options) also writes it into the docs.
