@@ -319,6 +319,23 @@ def test_conformance_with_no_test_selected_fails(
     assert "no tests collected matching -k 'no_such_test_anywhere'" in capsys.readouterr().out
 
 
+def test_conformance_of_the_memory_engine_has_its_two_faces_as_drivers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "matrix.json"
+    argv = ["--engine", "memory", "-k", "queues", "--json", str(report)]
+    assert run_cli("conformance", *argv) == 0
+    document = json.loads(report.read_text())
+    assert document["drivers"] == ["memory", "memory-async"]
+    assert document["drivers_not_installed"] == {}
+    for face in ("memory", "memory-async"):
+        cell = document["matrix"]["queues"][face]
+        assert cell["passed"] > 0 and cell["failed"] == 0
+    out = capsys.readouterr().out
+    assert "engine memory on this process (no database)" in out
+    assert re.search(r"queues\s*│\s*\d+ / 0 / 0\s*│\s*\d+ / 0 / 0", out)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -326,7 +343,8 @@ def test_conformance_with_no_test_selected_fails(
         (["--driver", "psycopg,odbc"], "unknown driver odbc"),
         (["--engine", "postgres", "--emulate"], "has no emulated mode"),
         (["--engine", "auto", "--emulate"], "--emulate needs an explicit --engine"),
-        (["--engine", "memory"], "pytest --alkstore-engine memory"),
+        (["--engine", "memory", "--pg-version", "16"], "--engine memory reaches no database"),
+        (["--engine", "memory", "--driver", "psycopg"], "unknown driver psycopg"),
     ],
 )
 def test_conformance_refuses_bad_arguments(

@@ -31,7 +31,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import alkstore
 
-from ..conformance.harness import driver_variants, installed_variants
+from ..conformance.harness import (
+    MEMORY_ENGINE,
+    MEMORY_VARIANTS,
+    driver_variants,
+    installed_variants,
+)
 from ..conformance.matrix import (
     OUT_OPTION,
     Matrix,
@@ -136,11 +141,12 @@ def _engines() -> list[str]:
     return available()
 
 
-def parse_drivers(text: str) -> list[str]:
-    """The drivers ``--driver`` names: ``all`` (the installed ones), one name, or a comma list."""
-    known = driver_variants()
+def parse_drivers(text: str, engine: str = "postgres") -> list[str]:
+    """The drivers ``--driver`` names: ``all`` (the installed ones), one name, or a comma list.
+    The in-memory engine has drivers of its own: its sync and async face."""
+    known = list(MEMORY_VARIANTS) if engine == MEMORY_ENGINE else driver_variants()
     if text.strip() == "all":
-        return installed_variants()
+        return known if engine == MEMORY_ENGINE else installed_variants()
     names = [name.strip() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in known]
     if unknown or not names:
@@ -202,7 +208,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     if lacking:
         return f"the conformance suite needs {', '.join(lacking)}: {CONFORMANCE_INSTALL}"
     try:
-        drivers = parse_drivers(args.driver)
+        drivers = parse_drivers(args.driver, args.engine)
     except ValueError as exc:
         return f"--driver: {exc}"
     if not drivers:
@@ -220,11 +226,8 @@ def argument_problem(args: argparse.Namespace) -> str | None:
         return None
     if args.engine not in engines:
         return f"--engine: unknown engine {args.engine!r}; known engines: {', '.join(engines)}"
-    if args.engine == "memory":
-        return (
-            "--engine memory reaches no database: run its suite with pytest --alkstore-engine "
-            "memory --pyargs alkstore.conformance.suite (docs/conformance.md)"
-        )
+    if args.engine == MEMORY_ENGINE and (args.dsn or args.pg_version or args.pgbouncer):
+        return "--engine memory reaches no database: no --dsn, --pg-version or --pgbouncer"
     if args.emulate:
         from ..engines import engine_class
 
@@ -248,7 +251,7 @@ def pytest_command(
     command += ["-p", "no:cacheprovider"]
     for plugin in PLUGINS:
         command += ["-p", plugin]
-    drivers = ",".join(parse_drivers(args.driver))
+    drivers = ",".join(parse_drivers(args.driver, args.engine))
     command += ["--alkstore-engine", args.engine, "--alkstore-driver", drivers]
     if args.emulate:
         command.append("--alkstore-emulate")
@@ -383,13 +386,17 @@ def _title(args: argparse.Namespace) -> str:
     mode = " (emulated)" if args.emulate else ""
     version = f" {args.pg_version}" if args.pg_version is not None else ""
     where = redact(args.dsn) if args.dsn else f"a throwaway PostgreSQL{version}"
+    if args.engine == MEMORY_ENGINE:
+        where = "this process (no database)"
     pooler = " through PgBouncer (transaction pooling)" if args.pgbouncer else ""
     return f"alkstore conformance: engine {args.engine}{mode} on {where}{pooler}"
 
 
 def _drivers_not_installed(args: argparse.Namespace) -> dict[str, str]:
     """The drivers ``--driver all`` left out, each with the command that installs it."""
-    return not_installed() if args.driver.strip() == "all" else {}
+    if args.engine == MEMORY_ENGINE or args.driver.strip() != "all":
+        return {}
+    return not_installed()
 
 
 def report_json(args: argparse.Namespace, matrix: Matrix, run: SuiteRun, status: int) -> Any:
@@ -397,7 +404,7 @@ def report_json(args: argparse.Namespace, matrix: Matrix, run: SuiteRun, status:
     return {
         "engine": args.engine,
         "emulate": bool(args.emulate),
-        "drivers": parse_drivers(args.driver),
+        "drivers": parse_drivers(args.driver, args.engine),
         "drivers_not_installed": _drivers_not_installed(args),
         "dsn": redact(args.dsn) if args.dsn else None,
         "pg_version": args.pg_version,
@@ -453,7 +460,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         console.print("[red]interrupted[/red]")
         return 130
-    matrix = build_matrix(suite.records.outcomes, parse_drivers(args.driver))
+    matrix = build_matrix(suite.records.outcomes, parse_drivers(args.driver, args.engine))
     status = exit_status(matrix, suite.status)
     render(matrix, console, _title(args))
     console.print(f"in {suite.seconds:.1f} s")
