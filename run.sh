@@ -133,10 +133,10 @@ case "${1:-}" in
     # Three lanes at once on two cores: a conformance run keeps about three quarters of a
     # core busy (the rest is round trips and workers' poll waits), so three lanes keep both
     # busy. Balanced on step times measured in a fresh clone's run (minutes, three lanes,
-    # conformance schemas reused between tests): own tests 11.5, fault suite 3.5, own
-    # PGlite tests 2, PostgreSQL 15 x 4 drivers 6.5, PGlite x 3 drivers 3, emulated 3.5,
-    # each other version ~2. Each step has its own throwaway servers; installers take file
-    # locks.
+    # conformance schemas reused between tests, a loaded machine): own tests 7.8, fault
+    # suite 1.5, own PGlite tests 2.7, PostgreSQL 15 x 4 drivers 5.3, PGlite x 3 drivers
+    # 2.8, emulated 3.7, each other version 1.1-1.6; lanes 10.7 / 11.9 / 9.5, 13 in all.
+    # Each step has its own throwaway servers; installers take file locks.
     status=0
     pids=()
     lane own own_tests memory "version 18" "version 14" &
