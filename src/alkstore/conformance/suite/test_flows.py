@@ -119,6 +119,25 @@ def test_a_waiting_child_completed_with_its_parent_stays_finished(alkstore_store
     assert _fetch_ids(alkstore_store, "q") == [ids["c"]]
 
 
+def test_a_waiting_child_completed_before_its_parent_is_never_released(alkstore_store):
+    _queues(alkstore_store, "q")
+    ids = alkstore_store.flow(
+        [
+            {"ref": "a", "queue": "q", "data": 1},
+            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
+            {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
+        ]
+    )
+    assert alkstore_store.complete("q", ids["b"], include_queued=True) == 1
+    assert alkstore_store.complete("q", ids["a"], include_queued=True) == 1
+    # a's completion counted b down to no parent; b is finished, so neither that completion
+    # nor maintenance releases it.
+    assert alkstore_store.maintain().flows_released == 0
+    child = alkstore_store.get_job("q", ids["b"])
+    assert child.state is JobState.COMPLETED and child.start_after == LATEST
+    assert _fetch_ids(alkstore_store, "q") == [ids["c"]]
+
+
 def test_complete_include_queued_of_a_parent_releases_its_child(alkstore_store):
     _queues(alkstore_store, "q")
     ids = alkstore_store.flow(

@@ -29,7 +29,8 @@ class MaintenanceMixin(EngineBase):
         return self._single("deletion", sql, (), rowcount)
 
     def release_flows(self) -> Plan[int]:
-        """Release the flow jobs no parent holds any more but that still wait: left by a crash
+        """Release the queued flow jobs no parent holds any more but that still wait (a job
+        finished while it waited stays as it is): left by a crash
         between the two statements of a completion where the engine changes a table only
         once per statement (see ``SettleMixin._complete_steps``)."""
         # Two statements, not a COALESCE of the two starts: sharded Citus refuses now() inside
@@ -43,7 +44,7 @@ class MaintenanceMixin(EngineBase):
                 keep_until = {seconds_after(start, "j.retention_seconds")}
             FROM {self.s}.job_blocked b
             WHERE b.waiting = 0 AND {which} AND j.name = b.name AND j.id = b.id
-              AND j.start_after = 'infinity'
+              AND j.start_after = 'infinity' AND j.state IN {in_list(QUEUED)}
             RETURNING j.id"""
             for which, start in starts
         ]
