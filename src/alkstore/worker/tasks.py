@@ -116,19 +116,18 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), opts.poll_interval)
                 continue
+            drained = self._drained(free, jobs)
             jobs, refused = self._refused(jobs)
             if refused:
                 await self._fail_refused(refused)
-            if not jobs:
-                if not refused:
-                    await self._nap(opts.poll_interval)
-                continue
             for call in self._calls(jobs):
                 ctx = self._begin(call, self._stopping.is_set())
                 self._idle.clear()
                 task = self._loop.create_task(self._call(ctx))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+            if drained and not refused:
+                await self._nap(opts.poll_interval)
 
     async def _fail_refused(self, jobs: list[Job]) -> None:
         try:
