@@ -479,14 +479,16 @@ def latency(
         rows += _each(progress, "peer latency cells", list(peers), peer)
         notes = [
             f"poll: a consumer fetches up to {batch} jobs and sleeps "
-            f"{poll_interval * 1000:g} ms after any fetch that was not full (send -> fetch). "
+            f"{poll_interval * 1000:g} ms after any fetch that was not full (send start -> "
+            "fetch returned). "
             f"work(): store.work(concurrency={batch}) woken by LISTEN/NOTIFY, sends from a "
-            "second store (send -> handler start; pg8000 cannot listen, so it polls). "
+            "second store (send start -> handler start; pg8000 cannot listen, so it polls). "
             f"Peers: their workers (concurrency {batch}) woken by NOTIFY, sends from a second "
-            "connection (send -> handler start). send p50/p99: how long each send took (a "
-            "durable commit waits for its WAL flush: the floor under every row). "
-            "commit->handler: from the send's return (its commit) to the handler's start "
-            "(negative when the handler started before the sender heard of its commit)."
+            "connection (send start -> handler start). send call p50/p99: how long each send "
+            "took (a durable commit waits for its WAL flush: the floor under every row). "
+            "send returned->handler (work() and peers): from the send's return (its commit "
+            "acknowledged) to the handler's start (negative when the handler started before "
+            "the sender read its commit's answer)."
         ]
         table = Table(
             f"latency: {rate:g} jobs/s for {duration:g} s", latency_bench.COLUMNS, rows, notes

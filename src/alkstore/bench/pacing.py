@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 
 def delays(total: int, rate: float) -> Iterator[float]:
@@ -46,9 +46,23 @@ async def paced_async(
     return took
 
 
+def after_commit(
+    handled: Sequence[tuple[float, float]], began: Sequence[float], took: Sequence[float]
+) -> list[float]:
+    """Seconds from each send's return (its commit acknowledged) to its handler's start.
+
+    ``handled``: (the ``perf_counter`` time the job's send began, as the job carries it; the
+    time its handler started) per handled job; ``began`` and ``took``: each send's start
+    and duration, in sending order. Negative where the handler started before the sender
+    read its commit's answer (the server notifies listeners as it commits).
+    """
+    returned = {start: start + seconds for start, seconds in zip(began, took, strict=True)}
+    return [started - returned[sent] for sent, started in handled if sent in returned]
+
+
 def deadline_after(total: int, rate: float) -> float:
     """Seconds a consumer waits for the last of ``total`` jobs sent at ``rate``."""
     return total / rate + 60.0
 
 
-__all__ = ["deadline_after", "delays", "paced_async", "paced_sync"]
+__all__ = ["after_commit", "deadline_after", "delays", "paced_async", "paced_sync"]

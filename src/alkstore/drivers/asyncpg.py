@@ -246,7 +246,10 @@ class AsyncpgListener:
         items: list[Notification | None] = []
         if self._queue.empty():
             try:
-                items.append(await asyncio.wait_for(self._queue.get(), seconds))
+                # asyncio.timeout, not wait_for (a task of its own on Python 3.11): the
+                # listener runs one turn of the loop after a notification, not three.
+                async with asyncio.timeout(seconds):
+                    items.append(await self._queue.get())
             except TimeoutError:
                 return []
         while not self._queue.empty():

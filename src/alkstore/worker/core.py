@@ -78,13 +78,25 @@ class WorkerCore(Generic[C]):
         with self._lock:
             return self.options.concurrency - len(self._running)
 
+    def _wanted(self, free: int) -> int:
+        """How many jobs the fetch of an idle worker asks for: a batch, or one per free
+        handler."""
+        return self.options.batch_size if self.options.batch else free
+
     def _fetch_plan(self, free: int) -> Plan[list[Job]]:
-        """The fetch of an idle worker: a batch, or one job per free handler."""
+        """The fetch of an idle worker (:meth:`_wanted` jobs)."""
         opts = self.options
         plan: Plan[list[Job]] = self._store._ops.fetch(
-            self.queue, opts.batch_size if opts.batch else free, opts.group_concurrency
+            self.queue, self._wanted(free), opts.group_concurrency
         )
         return plan
+
+    def _drained(self, free: int, claimed: list[Job]) -> bool:
+        """The fetch got fewer jobs than it asked for: the queue had no more to give, so the
+        fetcher waits for a wake-up (one that arrived during the fetch is kept) or its poll
+        interval instead of claiming again at once, which would send a query that finds
+        nothing while the handlers it just started want the CPU."""
+        return len(claimed) < self._wanted(free)
 
     def _claim(self, free: int) -> Plan[list[Job]]:
         """:meth:`_fetch_plan` on the store's connections: committed without waiting for
@@ -146,8 +158,11 @@ class WorkerCore(Generic[C]):
         }
 
     def _calls(self, jobs: list[Job]) -> list[list[Job]]:
-        """The handler calls of fetched jobs: one with them all, or one per job."""
-        return [jobs] if self.options.batch else [[job] for job in jobs]
+        """The handler calls of fetched jobs: one with them all, or one per job (none for
+        no jobs)."""
+        if self.options.batch:
+            return [jobs] if jobs else []
+        return [[job] for job in jobs]
 
     def _begin(self, jobs: list[Job], stopping: bool) -> C:
         """Record a starting handler call (told to stop at once when the worker is)."""

@@ -24,6 +24,14 @@ if TYPE_CHECKING:
     from ..store import AsyncStore
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The event loop running in this thread, if any."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class AsyncWorker(WorkerCore[AsyncJobContext]):
     """A running worker: what ``await AsyncStore.work()`` returns. Stop it with
     ``await worker.stop()`` or an ``async with`` block."""
@@ -47,13 +55,21 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
         self._watcher = self._loop.create_task(self._watch_loop())
 
     def wake(self) -> None:
-        """Fetch now (thread-safe: wake-ups may come from another thread)."""
+        """Fetch now (thread-safe: wake-ups may come from another thread). On the worker's
+        own loop (its store's listener task, a send of the same store) the event is set at
+        once, without a trip through the loop's self-pipe."""
+        if _running_loop() is self._loop:
+            self._wake.set()
+            return
         with contextlib.suppress(RuntimeError):  # the loop has closed
             self._loop.call_soon_threadsafe(self._wake.set)
 
     async def _nap(self, seconds: float) -> None:
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for runs the wait in a task of
+        # its own, two more turns of the loop between the wake-up and the fetch.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wake.wait(), seconds)
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def _open_claims(self) -> AsyncClaims | None:
         """The fetcher's own connection (see :meth:`~.core.WorkerCore._claims_at`)."""
@@ -100,19 +116,18 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stopping.wait(), opts.poll_interval)
                 continue
+            drained = self._drained(free, jobs)
             jobs, refused = self._refused(jobs)
             if refused:
                 await self._fail_refused(refused)
-            if not jobs:
-                if not refused:
-                    await self._nap(opts.poll_interval)
-                continue
             for call in self._calls(jobs):
                 ctx = self._begin(call, self._stopping.is_set())
                 self._idle.clear()
                 task = self._loop.create_task(self._call(ctx))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+            if drained and not refused:
+                await self._nap(opts.poll_interval)
 
     async def _fail_refused(self, jobs: list[Job]) -> None:
         try:

@@ -102,17 +102,16 @@ class Worker(WorkerCore[JobContext]):
                 self._event("fetch_error", error=error_of(exc)["message"])
                 self._stopping.wait(opts.poll_interval)
                 continue
+            drained = self._drained(free, jobs)
             jobs, refused = self._refused(jobs)
             if refused:
                 self._fail_refused(refused)
-            if not jobs:
-                if not refused:
-                    self._wake.wait(opts.poll_interval)
-                continue
             for call in self._calls(jobs):
                 ctx = self._begin(call, self._stopping.is_set())
                 self._idle.clear()
                 self._pool.submit(self._call, ctx)
+            if drained and not refused:
+                self._wake.wait(opts.poll_interval)
 
     def _fail_refused(self, jobs: list[Job]) -> None:
         try:

@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from ...engines.postgres.identifiers import quote_schema
-from ..pacing import deadline_after, paced_async
+from ..pacing import after_commit, deadline_after, paced_async
 from ..progress import Progress
 from ..results import DrainResult
 from ..server import prepare_drain
@@ -109,8 +109,9 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
 
 
 def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) -> dict[str, Any]:
-    """``{waits, sends}`` (seconds): ``total`` jobs enqueued at ``rate`` on one connection to a
-    ``QueueManager`` on another, woken by pgqueuer's NOTIFY (its default)."""
+    """``{waits, sends, commits}`` (seconds; commits: see :func:`after_commit`): ``total`` jobs
+    enqueued at ``rate`` on one connection to a ``QueueManager`` on another, woken by
+    pgqueuer's NOTIFY (its default)."""
     with fresh_schema(dsn, schema):
         return asyncio.run(_latency(dsn, rate, total, concurrency, schema))
 
@@ -128,21 +129,23 @@ async def _latency(
         queries = Queries(AsyncpgDriver(sender_conn))
         await queries.install()
         manager = QueueManager(Queries(AsyncpgDriver(worker_conn)))
-        waits: list[float] = []
+        handled: list[tuple[float, float]] = []
+        began: list[float] = []
         done = asyncio.Event()
 
         @manager.entrypoint(ENTRYPOINT)
         async def handle(job: Any) -> None:
-            waits.append(time.perf_counter() - float(json.loads(job.payload)["sent"]))
-            if len(waits) >= total:
+            handled.append((float(json.loads(job.payload)["sent"]), time.perf_counter()))
+            if len(handled) >= total:
                 done.set()
 
         running = asyncio.ensure_future(
             manager.run(batch_size=concurrency, dequeue_timeout=timedelta(seconds=1))
         )
 
-        async def send(began: float) -> None:
-            await queries.enqueue(ENTRYPOINT, json.dumps({"sent": began}).encode(), 0)
+        async def send(start: float) -> None:
+            began.append(start)
+            await queries.enqueue(ENTRYPOINT, json.dumps({"sent": start}).encode(), 0)
 
         sends = await paced_async(total, rate, send)
         with contextlib.suppress(TimeoutError):
@@ -152,7 +155,11 @@ async def _latency(
     finally:
         await worker_conn.close()
         await sender_conn.close()
-    return {"waits": waits, "sends": sends}
+    return {
+        "waits": [started - sent for sent, started in handled],
+        "sends": sends,
+        "commits": after_commit(handled, began, sends),
+    }
 
 
 __all__ = ["NAME", "drain", "latency", "unavailable", "versions"]

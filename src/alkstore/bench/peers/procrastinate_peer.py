@@ -20,7 +20,7 @@ from typing import Any
 import attrs
 
 from ...engines.postgres.identifiers import quote_schema
-from ..pacing import deadline_after, paced_async
+from ..pacing import after_commit, deadline_after, paced_async
 from ..progress import Progress
 from ..results import DrainResult
 from ..server import admin_connection, prepare_drain, with_search_path
@@ -109,8 +109,9 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
 
 
 def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) -> dict[str, Any]:
-    """``{waits, sends}`` (seconds): ``total`` jobs deferred at ``rate`` through one app to a
-    worker (``concurrency``, ``listen_notify=True``) of another app, each with its own pool."""
+    """``{waits, sends, commits}`` (seconds; commits: see :func:`after_commit`): ``total`` jobs
+    deferred at ``rate`` through one app to a worker (``concurrency``, ``listen_notify=True``)
+    of another app, each with its own pool."""
     with fresh_schema(dsn, schema):
         return asyncio.run(_latency(dsn, rate, total, concurrency, schema))
 
@@ -128,13 +129,14 @@ async def _latency(
         return procrastinate.App(connector=connector)
 
     worker_app, sender_app = app(concurrency + 2), app(2)
-    waits: list[float] = []
+    handled: list[tuple[float, float]] = []
+    began: list[float] = []
     done = asyncio.Event()
 
     @worker_app.task(name="bench", queue=QUEUE)
     async def bench(sent: float) -> None:
-        waits.append(time.perf_counter() - sent)
-        if len(waits) >= total:
+        handled.append((sent, time.perf_counter()))
+        if len(handled) >= total:
             done.set()
 
     async with worker_app.open_async(), sender_app.open_async():
@@ -149,8 +151,9 @@ async def _latency(
         )
         deferrer = sender_app.configure_task("bench", queue=QUEUE)
 
-        async def send(began: float) -> None:
-            await deferrer.defer_async(sent=began)
+        async def send(start: float) -> None:
+            began.append(start)
+            await deferrer.defer_async(sent=start)
 
         sends = await paced_async(total, rate, send)
         with contextlib.suppress(TimeoutError):
@@ -158,7 +161,11 @@ async def _latency(
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
-    return {"waits": waits, "sends": sends}
+    return {
+        "waits": [started - sent for sent, started in handled],
+        "sends": sends,
+        "commits": after_commit(handled, began, sends),
+    }
 
 
 __all__ = ["NAME", "drain", "latency", "unavailable", "versions"]
