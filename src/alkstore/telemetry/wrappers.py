@@ -152,15 +152,23 @@ def _creation(arg: Any) -> tuple[Context | None, list[Link]]:
     jobs = arg if isinstance(arg, list) else [arg]
     links: list[Link] = []
     parent: Context | None = None
+    # The jobs of a batch were mostly sent together: each distinct context is extracted once
+    # and its one link repeated for every job that carries it.
+    extracted: dict[tuple[tuple[str, str], ...], tuple[Context, Link | None]] = {}
     for job in jobs:
         carrier = getattr(job, "trace_context", None)
         if not carrier:
             continue
-        context = propagate.extract(carrier)
-        span_context = trace.get_current_span(context).get_span_context()
-        if span_context.is_valid:
-            links.append(Link(span_context))
-            parent = context
+        key = tuple(carrier.items())
+        found = extracted.get(key)
+        if found is None:
+            context = propagate.extract(carrier)
+            span_context = trace.get_current_span(context).get_span_context()
+            link = Link(span_context) if span_context.is_valid else None
+            found = extracted[key] = (context, link)
+        if found[1] is not None:
+            links.append(found[1])
+            parent = found[0]
     if len(jobs) != 1 or trace.get_current_span().get_span_context().is_valid:
         parent = None
     return parent, links
