@@ -213,33 +213,30 @@ def _describe_messages(attributes: dict[str, Any], ids: Any) -> None:
 
 
 def _count(tools: Instruments, name: str, queue: str, span: Span, result: Any) -> None:
-    """Add what the call did to the span and the counters."""
-    attributes = base_attributes(queue)
-    attributes["messaging.operation.name"] = name
+    """Add what the call did to the span and the counts."""
     if name == "publish":
         span.set_attribute("messaging.batch.message_count", len(result))
-        tools.sent.add(len(result), attributes)
+        tools.sent.add(len(result), queue, name)
     elif name == "send":
         if result is None:
             span.set_attribute("alkstore.refused", True)
             return
         span.set_attribute("messaging.message.id", str(result))
-        tools.sent.add(1, attributes)
+        tools.sent.add(1, queue, name)
     elif name == "send_many":
         span.set_attribute("messaging.batch.message_count", len(result))
-        tools.sent.add(sum(1 for i in result if i is not None), attributes)
+        tools.sent.add(sum(1 for i in result if i is not None), queue, name)
     elif name == "fetch":
-        _received(tools, span, result, attributes)
+        _received(tools, span, result, queue, name)
     else:
         if isinstance(result, Handoff):
-            _received(tools, span, result.jobs, attributes)
+            _received(tools, span, result.jobs, queue, name)
             result = result.completed
-        attributes["alkstore.outcome"] = SETTLES[name]
-        tools.settled.add(int(result), attributes)
+        tools.settled.add(int(result), queue, name, SETTLES[name])
 
 
-def _received(tools: Instruments, span: Span, jobs: list[Job], attributes: dict[str, Any]) -> None:
+def _received(tools: Instruments, span: Span, jobs: list[Job], queue: str, name: str) -> None:
     if len(jobs) == 1:
         span.set_attribute("messaging.message.id", str(jobs[0].id))
     span.set_attribute("alkstore.received.message_count", len(jobs))
-    tools.received.add(len(jobs), attributes)
+    tools.received.add(len(jobs), queue, name)
