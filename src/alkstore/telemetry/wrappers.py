@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, Span, SpanKind
+from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from ..core.records import Handoff, Job
 from .instruments import Instruments, base_attributes
@@ -192,15 +193,23 @@ def _measure(
     if name in SETTLES or name == "process":
         _describe_messages(attributes, args[0] if args else None)
     start = time.perf_counter()
+    span = tools.tracer.start_span(
+        f"{name} {queue}", context=parent, kind=kind, attributes=attributes, links=links
+    )
+    # The span is made current by hand, as start_as_current_span would, without its two
+    # nested generator context managers (15 % of the cost of a measured call).
+    token = otel_context.attach(trace.set_span_in_context(span))
     try:
-        with tools.tracer.start_as_current_span(
-            f"{name} {queue}", context=parent, kind=kind, attributes=attributes, links=links
-        ) as span:
-            yield span
+        yield span
     except BaseException as exc:
         metric_attributes["error.type"] = type(exc).__qualname__
+        if isinstance(exc, Exception):
+            span.record_exception(exc)
+            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
         raise
     finally:
+        otel_context.detach(token)
+        span.end()
         tools.duration.record(time.perf_counter() - start, metric_attributes)
 
 
