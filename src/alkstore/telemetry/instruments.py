@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -58,6 +59,31 @@ COUNTS = (
 """The counts of an instrumented store: attribute, metric name, description."""
 
 
+_COUNTS: weakref.WeakKeyDictionary[metrics.Meter, dict[str, Count]] = weakref.WeakKeyDictionary()
+_COUNTS_LOCK = threading.Lock()
+
+
+def meter_counts(meter: metrics.Meter) -> dict[str, Count]:
+    """The counts of ``meter`` (by :data:`COUNTS` attribute), registered with it once.
+
+    Every store instrumented with one meter adds to the same counts, as they would to one
+    synchronous counter: the SDK ignores a second registration of an instrument name, so a
+    second store's own observable counters would never be read.
+    """
+    with _COUNTS_LOCK:
+        counts = _COUNTS.get(meter)
+        if counts is None:
+            counts = _COUNTS[meter] = {attribute: Count() for attribute, _n, _d in COUNTS}
+            for attribute, name, description in COUNTS:
+                meter.create_observable_counter(
+                    name,
+                    callbacks=[counts[attribute].observe],
+                    unit="{message}",
+                    description=description,
+                )
+        return counts
+
+
 @attrs.define
 class Instruments:
     """Where the spans and metrics of an instrumented store go."""
@@ -82,14 +108,7 @@ class Instruments:
     ) -> Instruments:
         """The instruments, from the given providers or OpenTelemetry's global ones."""
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
-        counts = {attribute: Count() for attribute, _name, _description in COUNTS}
-        for attribute, name, description in COUNTS:
-            meter.create_observable_counter(
-                name,
-                callbacks=[counts[attribute].observe],
-                unit="{message}",
-                description=description,
-            )
+        counts = meter_counts(meter)
         return cls(
             tracer=trace.get_tracer(SCOPE, tracer_provider=tracer_provider),
             sent=counts["sent"],
