@@ -202,6 +202,30 @@ def test_async_store_is_measured_the_same(pg_dsn: str, schema_name: str, otel: T
     assert otel.total("alkstore.client.settled.messages") == 1
 
 
+def test_stores_sharing_a_meter_count_into_the_same_metrics(
+    pg_dsn: str, schema_name: str, otel: Telemetry
+) -> None:
+    """Two stores on one meter provider (and one store instrumented again after
+    uninstrument) all reach the reader: the counts are registered once per meter."""
+    with (
+        alkstore.connect(pg_dsn, schema=schema_name) as first,
+        alkstore.connect(pg_dsn, schema=schema_name) as second,
+    ):
+        first.create_queue(Q)
+        for store in (first, second):
+            instrument(store, meter_provider=otel.meter_provider)
+        first.send(Q, 1)
+        second.send_many(Q, [{"data": 2}, {"data": 3}])
+        uninstrument(second)
+        second.send(Q, 4)  # not measured
+        instrument(second, meter_provider=otel.meter_provider)
+        second.send(Q, 5)
+        assert len(second.fetch(Q, batch_size=10)) == 5
+    assert otel.total("messaging.client.sent.messages") == 1 + 2 + 1
+    assert otel.total("messaging.client.sent.messages", **{"messaging.operation.name": "send"}) == 2
+    assert otel.total("messaging.client.consumed.messages") == 5
+
+
 def test_instrument_refuses_twice_and_depth_on_an_async_store(
     pg_dsn: str, schema_name: str, otel: Telemetry
 ) -> None:

@@ -23,6 +23,7 @@ import attrs
 from .errors import MetadataNotFetched
 from .records import _STATES, Job, as_int, as_json, as_opt_int, as_time, as_uuid
 from .states import JobState
+from .tracecontext import read_trace_context
 
 LEAN_FIELDS = (
     "id",
@@ -75,7 +76,7 @@ class LeanJob(Job):
             get("group_id"),
             get("group_tier"),
             as_time(get("created_on")),
-            as_json(row.get("trace_context")),
+            read_trace_context(row.get("trace_context")),
         )
 
     @classmethod

@@ -17,6 +17,7 @@ import attrs
 
 from .options import Policy, QueueOptions
 from .states import JobState
+from .tracecontext import read_trace_context
 
 
 def as_int(value: Any) -> int:
@@ -160,10 +161,9 @@ class Job:
 
 
 def _trace_context(row: Mapping[str, Any]) -> dict[str, str] | None:
-    """The ``trace_context`` column (JSON text); a row without it (a read that leaves it
-    out) has none."""
-    text = row.get("trace_context")
-    return None if text is None else as_json(text)
+    """The ``trace_context`` column (JSON text, :mod:`.tracecontext`); a row without it (a
+    read that leaves it out) has none."""
+    return read_trace_context(row.get("trace_context"))
 
 
 _STATES = {state.value: state for state in JobState}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -18,16 +20,80 @@ SYSTEM = "alkstore"
 """The value of ``messaging.system``."""
 
 
+class Count:
+    """A monotonic count kept in the process, reported by an observable counter.
+
+    Adding is a locked integer sum (a fraction of a microsecond) where a synchronous counter
+    costs a metric-SDK call on every store operation (about 10 us, measured in the
+    instrumented drain: docs/observability.md, "Overhead"); the reader gets the same
+    cumulative sums at each collection.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[tuple[str, str, str | None], int] = {}
+
+    def add(self, amount: int, queue: str, operation: str, outcome: str | None = None) -> None:
+        """Count ``amount`` messages of ``operation`` on ``queue`` (with ``alkstore.outcome``)."""
+        key = (queue, operation, outcome)
+        with self._lock:
+            self._totals[key] = self._totals.get(key, 0) + amount
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        """The totals so far, one observation per attribute set."""
+        with self._lock:
+            totals = list(self._totals.items())
+        for (queue, operation, outcome), total in totals:
+            attributes = base_attributes(queue)
+            attributes["messaging.operation.name"] = operation
+            if outcome is not None:
+                attributes["alkstore.outcome"] = outcome
+            yield Observation(total, attributes)
+
+
+COUNTS = (
+    ("sent", "messaging.client.sent.messages", "Jobs sent"),
+    ("received", "messaging.client.consumed.messages", "Jobs fetched for processing"),
+    ("settled", "alkstore.client.settled.messages", "Jobs completed or failed"),
+)
+"""The counts of an instrumented store: attribute, metric name, description."""
+
+
+_COUNTS: weakref.WeakKeyDictionary[metrics.Meter, dict[str, Count]] = weakref.WeakKeyDictionary()
+_COUNTS_LOCK = threading.Lock()
+
+
+def meter_counts(meter: metrics.Meter) -> dict[str, Count]:
+    """The counts of ``meter`` (by :data:`COUNTS` attribute), registered with it once.
+
+    Every store instrumented with one meter adds to the same counts, as they would to one
+    synchronous counter: the SDK ignores a second registration of an instrument name, so a
+    second store's own observable counters would never be read.
+    """
+    with _COUNTS_LOCK:
+        counts = _COUNTS.get(meter)
+        if counts is None:
+            counts = _COUNTS[meter] = {attribute: Count() for attribute, _n, _d in COUNTS}
+            for attribute, name, description in COUNTS:
+                meter.create_observable_counter(
+                    name,
+                    callbacks=[counts[attribute].observe],
+                    unit="{message}",
+                    description=description,
+                )
+        return counts
+
+
 @attrs.define
 class Instruments:
     """Where the spans and metrics of an instrumented store go."""
 
     tracer: trace.Tracer
-    sent: metrics.Counter
+    sent: Count
     """``messaging.client.sent.messages``: jobs sent (refused ones are not counted)."""
-    received: metrics.Counter
+    received: Count
     """``messaging.client.consumed.messages``: jobs handed to the application by a fetch."""
-    settled: metrics.Counter
+    settled: Count
     """``alkstore.client.settled.messages``: jobs completed or failed (``alkstore.outcome``)."""
     duration: metrics.Histogram
     """``messaging.client.operation.duration``: seconds of each store operation."""
@@ -42,21 +108,12 @@ class Instruments:
     ) -> Instruments:
         """The instruments, from the given providers or OpenTelemetry's global ones."""
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
+        counts = meter_counts(meter)
         return cls(
             tracer=trace.get_tracer(SCOPE, tracer_provider=tracer_provider),
-            sent=meter.create_counter(
-                "messaging.client.sent.messages", unit="{message}", description="Jobs sent"
-            ),
-            received=meter.create_counter(
-                "messaging.client.consumed.messages",
-                unit="{message}",
-                description="Jobs fetched for processing",
-            ),
-            settled=meter.create_counter(
-                "alkstore.client.settled.messages",
-                unit="{message}",
-                description="Jobs completed or failed",
-            ),
+            sent=counts["sent"],
+            received=counts["received"],
+            settled=counts["settled"],
             duration=meter.create_histogram(
                 "messaging.client.operation.duration",
                 unit="s",

@@ -54,6 +54,7 @@ from hypothesis.stateful import (
 from alkstore import Job, JobOptions, JobState, QueueOptions
 from alkstore.core.errors import JobConflict
 from alkstore.core.model import BLOCKED, AmbiguousTiming, Fence, Model, ModelJob, ModelSchedules
+from alkstore.core.tracecontext import read_trace_context
 
 from .conftest import examples
 
@@ -199,7 +200,9 @@ def _engine_row(row: dict[str, Any]) -> dict[str, Any]:
     }
     for name in FIELDS:
         value = row[name]
-        if name in ("data", "output", "trace_context"):
+        if name == "trace_context":
+            value = read_trace_context(value)
+        elif name in ("data", "output"):
             value = None if value is None else json.loads(value)
         elif value is not None and name not in ("state", "source_queue"):
             value = int(value)

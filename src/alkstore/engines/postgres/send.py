@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -13,6 +12,7 @@ from ...core.errors import (
 )
 from ...core.options import JobOptions, NewJob, Policy
 from ...core.plans import Plan, Statement, Steps
+from ...core.tracecontext import trace_context_json
 from .policies import QueueHintsMixin
 from .runtime import notifying
 
@@ -209,8 +209,9 @@ class SendMixin(QueueHintsMixin):
 
 
 def trace_context_texts(options: Sequence[JobOptions]) -> list[str | None]:
-    """Each job's ``trace_context`` as JSON text (a batch sent with one context shares one
-    mapping: it is encoded once)."""
+    """Each job's ``trace_context`` as the JSON text stored for it
+    (:func:`~alkstore.core.tracecontext.trace_context_json`; a batch sent with one context
+    shares one mapping: it is encoded once)."""
     texts: dict[int, str] = {}
     out: list[str | None] = []
     for o in options:
@@ -220,6 +221,6 @@ def trace_context_texts(options: Sequence[JobOptions]) -> list[str | None]:
             continue
         text = texts.get(id(context))
         if text is None:
-            text = texts[id(context)] = json.dumps(context, separators=(",", ":"))
+            text = texts[id(context)] = trace_context_json(context)
         out.append(text)
     return out
