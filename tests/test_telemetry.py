@@ -226,6 +226,29 @@ def test_stores_sharing_a_meter_count_into_the_same_metrics(
     assert otel.total("messaging.client.consumed.messages") == 5
 
 
+def test_stores_sharing_a_meter_both_report_their_queue_depths(
+    pg_dsn: str, schema_name: str, otel: Telemetry
+) -> None:
+    """The depth gauge is registered once per meter too: a second store's queues reach the
+    reader, and an uninstrumented store's queues leave it."""
+    depth = "alkstore.queue.depth"
+    with (
+        alkstore.connect(pg_dsn, schema=schema_name) as first,
+        alkstore.connect(pg_dsn, schema=schema_name) as second,
+    ):
+        first.create_queue(Q)
+        first.create_queue("other")
+        instrument(first, meter_provider=otel.meter_provider, depth_queues=[Q])
+        instrument(second, meter_provider=otel.meter_provider, depth_queues=["other"])
+        first.send_many(Q, [{"data": 1}, {"data": 2}])
+        second.send_many("other", [{"data": 1}, {"data": 2}, {"data": 3}])
+        assert otel.total(depth, **{"messaging.destination.name": Q}) == 2
+        assert otel.total(depth, **{"messaging.destination.name": "other"}) == 3
+        uninstrument(second)
+        assert otel.total(depth, **{"messaging.destination.name": "other"}) == 0
+        assert otel.total(depth, **{"messaging.destination.name": Q}) == 2
+
+
 def test_instrument_refuses_twice_and_depth_on_an_async_store(
     pg_dsn: str, schema_name: str, otel: Telemetry
 ) -> None:

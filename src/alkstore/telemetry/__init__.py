@@ -77,7 +77,7 @@ def uninstrument(store: Store | AsyncStore) -> None:
     tools: Instruments | None = store.__dict__.pop("_telemetry", None)
     if tools is None:
         raise InvalidOptions("store", store, "is not instrumented")
-    tools.depth_queues = ()
+    tools.stop_depth()
     for name in WRAPPED:
         del store.__dict__[name]
 

@@ -59,21 +59,55 @@ COUNTS = (
 """The counts of an instrumented store: attribute, metric name, description."""
 
 
-_COUNTS: weakref.WeakKeyDictionary[metrics.Meter, dict[str, Count]] = weakref.WeakKeyDictionary()
-_COUNTS_LOCK = threading.Lock()
+class Depths:
+    """The queues whose depth one meter's ``alkstore.queue.depth`` gauge reports, with the
+    ``queue_stats`` of the store that reads each (several stores may share a meter)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sources: dict[int, tuple[Callable[[str], QueueStats], Sequence[str]]] = {}
+
+    def add(self, owner: object, stats: Callable[[str], QueueStats], queues: Sequence[str]) -> None:
+        """Report ``queues`` through ``stats`` for ``owner`` (an instrumented store's tools)."""
+        with self._lock:
+            self._sources[id(owner)] = (stats, queues)
+
+    def remove(self, owner: object) -> None:
+        """Stop reporting what ``owner`` added."""
+        with self._lock:
+            self._sources.pop(id(owner), None)
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        """The queued jobs of every reported queue, read now."""
+        with self._lock:
+            sources = list(self._sources.values())
+        for stats, queues in sources:
+            for queue in queues:
+                yield Observation(stats(queue).queued, attributes=base_attributes(queue))
 
 
-def meter_counts(meter: metrics.Meter) -> dict[str, Count]:
-    """The counts of ``meter`` (by :data:`COUNTS` attribute), registered with it once.
+@attrs.frozen
+class MeterInstruments:
+    """The observable instruments of one meter, registered with it once: the SDK ignores a
+    second registration of an instrument name, so a second store's own callbacks would
+    never be read. Every store instrumented with the meter adds to them."""
 
-    Every store instrumented with one meter adds to the same counts, as they would to one
-    synchronous counter: the SDK ignores a second registration of an instrument name, so a
-    second store's own observable counters would never be read.
-    """
-    with _COUNTS_LOCK:
-        counts = _COUNTS.get(meter)
-        if counts is None:
-            counts = _COUNTS[meter] = {attribute: Count() for attribute, _n, _d in COUNTS}
+    counts: dict[str, Count]
+    """By :data:`COUNTS` attribute."""
+    depths: Depths
+
+
+_METERS: weakref.WeakKeyDictionary[metrics.Meter, MeterInstruments] = weakref.WeakKeyDictionary()
+_METERS_LOCK = threading.Lock()
+
+
+def meter_instruments(meter: metrics.Meter) -> MeterInstruments:
+    """The observable instruments of ``meter``, registered on first use."""
+    with _METERS_LOCK:
+        shared = _METERS.get(meter)
+        if shared is None:
+            counts = {attribute: Count() for attribute, _n, _d in COUNTS}
+            shared = _METERS[meter] = MeterInstruments(counts, Depths())
             for attribute, name, description in COUNTS:
                 meter.create_observable_counter(
                     name,
@@ -81,7 +115,13 @@ def meter_counts(meter: metrics.Meter) -> dict[str, Count]:
                     unit="{message}",
                     description=description,
                 )
-        return counts
+            meter.create_observable_gauge(
+                "alkstore.queue.depth",
+                callbacks=[shared.depths.observe],
+                unit="{message}",
+                description="Jobs waiting in the queue (created + retry)",
+            )
+        return shared
 
 
 @attrs.define
@@ -97,8 +137,7 @@ class Instruments:
     """``alkstore.client.settled.messages``: jobs completed or failed (``alkstore.outcome``)."""
     duration: metrics.Histogram
     """``messaging.client.operation.duration``: seconds of each store operation."""
-    meter: metrics.Meter
-    depth_queues: Sequence[str] = ()
+    depths: Depths
 
     @classmethod
     def create(
@@ -108,7 +147,8 @@ class Instruments:
     ) -> Instruments:
         """The instruments, from the given providers or OpenTelemetry's global ones."""
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
-        counts = meter_counts(meter)
+        shared = meter_instruments(meter)
+        counts = shared.counts
         return cls(
             tracer=trace.get_tracer(SCOPE, tracer_provider=tracer_provider),
             sent=counts["sent"],
@@ -119,23 +159,16 @@ class Instruments:
                 unit="s",
                 description="Duration of a store operation",
             ),
-            meter=meter,
+            depths=shared.depths,
         )
 
     def observe_depth(self, stats: Callable[[str], QueueStats], queues: Sequence[str]) -> None:
         """Report the queued jobs of ``queues`` as the ``alkstore.queue.depth`` gauge."""
-        self.depth_queues = queues
+        self.depths.add(self, stats, queues)
 
-        def observe(_options: CallbackOptions) -> Iterable[Observation]:
-            for queue in self.depth_queues:
-                yield Observation(stats(queue).queued, attributes=base_attributes(queue))
-
-        self.meter.create_observable_gauge(
-            "alkstore.queue.depth",
-            callbacks=[observe],
-            unit="{message}",
-            description="Jobs waiting in the queue (created + retry)",
-        )
+    def stop_depth(self) -> None:
+        """Stop reporting this store's queues on the gauge."""
+        self.depths.remove(self)
 
 
 def base_attributes(queue: str) -> dict[str, Any]:
