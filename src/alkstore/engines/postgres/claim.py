@@ -247,12 +247,13 @@ class ClaimMixin(QueueHintsMixin):
                 options.ignore_start_after,
                 groups is not None,
                 rules.concurrency_limit is not None,
+                full,
             )
             params: tuple[Any, ...] = (queue, batch_size, rules.concurrency_limit)
             if groups is not None:
                 params += group_params
             rows = yield Statement(sql, params)
-            build = _job_builder(full)  # the keyed claim returns full rows
+            build = _job_builder(full)
             jobs = [build(r) for r in rows]
             jobs.sort(key=Job.sort_key)
             return jobs
@@ -260,14 +261,15 @@ class ClaimMixin(QueueHintsMixin):
         return self._plan("fetch", steps, transaction=True, on_contention=list)
 
     @functools.cached_property
-    def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool, bool], str]:
+    def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool, bool, bool], str]:
         return {}
 
     def _keyed_sql(
-        self, policy: Policy, ignore_start_after: bool, grouped: bool, limited: bool
+        self, policy: Policy, ignore_start_after: bool, grouped: bool, limited: bool, full: bool
     ) -> str:
-        """The keyed claim statement of one shape, built once per engine."""
-        shape = (policy, ignore_start_after, grouped, limited)
+        """The keyed claim statement of one shape (``full``: returning full jobs, else lean
+        ones), built once per engine."""
+        shape = (policy, ignore_start_after, grouped, limited, full)
         if shape not in self._keyed_sqls:
             self._keyed_sqls[shape] = keyed_claim_sql(
                 self.s,
@@ -275,6 +277,7 @@ class ClaimMixin(QueueHintsMixin):
                 ignore_start_after=ignore_start_after,
                 grouped=grouped,
                 limited=limited,
+                returned=RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS,
             )
         return self._keyed_sqls[shape]
 
