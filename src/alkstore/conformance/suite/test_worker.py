@@ -308,7 +308,7 @@ def test_transactional_refuses_a_job_level_heartbeat_without_the_capability(alks
         )
     job = alkstore_store.get_job("q", job_id)
     if alkstore_store.engine.capabilities.transactional_heartbeat:
-        assert (job.state, ran) == (JobState.COMPLETED, ["beats"])
+        assert (job.state, ran) == (JobState.COMPLETED, ["beats"]), job.output
     else:
         assert (job.state, ran) == (JobState.FAILED, [])
         assert "lacks transactional_heartbeat" in job.output["message"]
