@@ -24,6 +24,19 @@ def _fetch_ids(alkstore_store: Any, queue: str, n: int = 10) -> list[Any]:
     return [j.id for j in alkstore_store.fetch(queue, batch_size=n)]
 
 
+def _chain(alkstore_store: Any) -> dict[str, Any]:
+    """Queue ``q`` with the flow a -> b -> c in it."""
+    _queues(alkstore_store, "q")
+    ids: dict[str, Any] = alkstore_store.flow(
+        [
+            {"ref": "a", "queue": "q", "data": 1},
+            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
+            {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
+        ]
+    )
+    return ids
+
+
 def test_a_child_waits_until_its_parent_completed(alkstore_store):
     _queues(alkstore_store, "q", "q2")
     ids = alkstore_store.flow(
@@ -83,14 +96,7 @@ def test_one_completion_of_several_parents_releases_the_child(alkstore_store):
 
 
 def test_complete_and_fetch_releases_children(alkstore_store):
-    _queues(alkstore_store, "q")
-    ids = alkstore_store.flow(
-        [
-            {"ref": "a", "queue": "q", "data": 1},
-            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
-            {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
-        ]
-    )
+    ids = _chain(alkstore_store)
     other = alkstore_store.send("q", {"plain": True})
     (a,) = alkstore_store.fetch("q")
     handoff = alkstore_store.complete_and_fetch("q", a)
@@ -103,14 +109,7 @@ def test_complete_and_fetch_releases_children(alkstore_store):
 
 
 def test_a_waiting_child_completed_with_its_parent_stays_finished(alkstore_store):
-    _queues(alkstore_store, "q")
-    ids = alkstore_store.flow(
-        [
-            {"ref": "a", "queue": "q", "data": 1},
-            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
-            {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
-        ]
-    )
+    ids = _chain(alkstore_store)
     both = [ids["a"], ids["b"]]
     assert alkstore_store.complete("q", both, include_queued=True) == 2
     child = alkstore_store.get_job("q", ids["b"])
@@ -120,14 +119,7 @@ def test_a_waiting_child_completed_with_its_parent_stays_finished(alkstore_store
 
 
 def test_a_waiting_child_completed_before_its_parent_is_never_released(alkstore_store):
-    _queues(alkstore_store, "q")
-    ids = alkstore_store.flow(
-        [
-            {"ref": "a", "queue": "q", "data": 1},
-            {"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]},
-            {"ref": "c", "queue": "q", "data": 3, "depends_on": ["b"]},
-        ]
-    )
+    ids = _chain(alkstore_store)
     assert alkstore_store.complete("q", ids["b"], include_queued=True) == 1
     assert alkstore_store.complete("q", ids["a"], include_queued=True) == 1
     # a's completion counted b down to no parent; b is finished, so neither that completion
