@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 
 from alkstore.engines.capability_matrix import embed
+from databases import scratch_database
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC_DSN = "postgresql://postgres@localhost/app"
@@ -37,19 +33,6 @@ def _examples() -> list[tuple[str, str]]:
     return found
 
 
-@contextmanager
-def _scratch_database(pg_dsn: str) -> Iterator[str]:
-    """The DSN of a new database on the run's server, dropped afterwards."""
-    database = f"docs_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{database}"')
-    try:
-        yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{database}"))
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE "{database}" WITH (FORCE)')
-
-
 def test_every_page_has_examples():
     assert {name.split("#")[0] for name, _ in _examples()} == set(PAGES)
 
@@ -57,7 +40,7 @@ def test_every_page_has_examples():
 @pytest.mark.parametrize(("name", "code"), _examples(), ids=[n for n, _ in _examples()])
 def test_python_examples_run(name, code, pg_dsn):
     assert DOC_DSN in code, f"{name} should use {DOC_DSN}"
-    with _scratch_database(pg_dsn) as dsn:
+    with scratch_database(pg_dsn, "docs") as dsn:
         exec(compile(code.replace(DOC_DSN, dsn), name, "exec"), {"__name__": "__docs__"})
 
 
@@ -65,7 +48,7 @@ def test_the_readme_example_runs_twice_on_one_database(pg_dsn):
     # Its create_queue has exist_ok=True: a second run accepts the queue of the first.
     name, code = _examples()[0]
     assert name == "README.md#1"
-    with _scratch_database(pg_dsn) as dsn:
+    with scratch_database(pg_dsn, "docs") as dsn:
         for _ in range(2):
             exec(compile(code.replace(DOC_DSN, dsn), name, "exec"), {"__name__": "__docs__"})
 

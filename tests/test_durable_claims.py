@@ -16,13 +16,13 @@ import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 
 import alkstore
 from alkstore.engines.postgres.identifiers import quote_schema
+from databases import scratch_database
 
 SYNC_STORES: list[dict[str, Any]] = [
     {"driver": "psycopg"},
@@ -69,15 +69,8 @@ OPTIONS: dict[str, Any] = {"poll_interval": 0.05, "maintenance": False}
 @pytest.fixture(scope="module")
 def durable_dsn(pg_dsn: str) -> Iterator[str]:
     """A database of its own whose sessions default to ``synchronous_commit = on``."""
-    name = f"durable_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-        conn.execute(f"ALTER DATABASE {name} SET synchronous_commit = on")
-    try:
-        yield urlunsplit(urlsplit(pg_dsn)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+    with scratch_database(pg_dsn, "durable", synchronous_commit="on") as dsn:
+        yield dsn
 
 
 @pytest.mark.parametrize("connect", SYNC_STORES, ids=lambda c: "-".join(c.values()))
