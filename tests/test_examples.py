@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 import alkstore
-from test_docs import _scratch_database
+from databases import scratch_database
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -22,7 +22,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def shop_dsn(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A fresh database for one example, with examples/ importable."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    with _scratch_database(pg_dsn) as dsn:
+    with scratch_database(pg_dsn, "examples") as dsn:
         monkeypatch.setenv("SHOP_DSN", dsn)
         yield dsn
 
