@@ -22,6 +22,9 @@ SKIPS: dict[str, str] = {
     "test_worker.py::test_transactional_refuses_a_job_level_heartbeat_without_the_capability": (
         NO_CALLER_TRANSACTIONS
     ),
+    "test_worker.py::test_a_transactional_job_completes_though_its_heartbeats_land_meanwhile": (
+        NO_CALLER_TRANSACTIONS
+    ),
 }
 """Test file (or ``file::test``) -> why it cannot run on the in-memory engine."""
 

@@ -314,6 +314,34 @@ def test_transactional_refuses_a_job_level_heartbeat_without_the_capability(alks
         assert "lacks transactional_heartbeat" in job.output["message"]
 
 
+@pytest.mark.requires("transactional_heartbeat", "several_sessions")
+def test_a_transactional_job_completes_though_its_heartbeats_land_meanwhile(alkstore_store):
+    """What the capability promises: the worker's own heartbeats, committed by another
+    session while the handler's transaction is open, do not make its completion fail."""
+    alkstore_store.create_queue("q", retry_limit=0, heartbeat_seconds=30)
+    started = threading.Event()
+    release = threading.Event()
+
+    def handler(job, ctx):
+        # A transactional handler writes through its connection: its transaction's
+        # snapshot is taken now, before the heartbeats below.
+        execute(ctx, "SELECT 1")
+        started.set()
+        release.wait(10)
+
+    with work(alkstore_store, "q", handler, transactional=True, **FAST):
+        job_id = alkstore_store.send("q", "beats")
+        eventually(started.is_set)
+        first = alkstore_store.get_job("q", job_id).heartbeat_on
+        eventually(lambda: alkstore_store.get_job("q", job_id).heartbeat_on > first)
+        release.set()
+        eventually(
+            lambda: _state(alkstore_store, "q", job_id) in (JobState.COMPLETED, JobState.FAILED)
+        )
+    job = alkstore_store.get_job("q", job_id)
+    assert job.state is JobState.COMPLETED, job.output
+
+
 def test_work_checks_its_arguments(alkstore_store):
     alkstore_store.create_queue("q")
     with pytest.raises(InvalidOptions, match="batch_size"):
