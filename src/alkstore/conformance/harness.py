@@ -136,10 +136,12 @@ class StoreHandle:
 
     def __init__(self, backend: Backend, driver: str, schema: str, *, owner: bool = True) -> None:
         self.owner = owner
-        self.recyclable = owner
+        # An in-memory schema costs nothing to create: a test there always gets a new one.
+        self.recyclable = owner and backend.engine_name != MEMORY_ENGINE
         """Whether :meth:`close` may hand the schema to the next test instead of dropping
-        it: only the handle that created it, and only while no test tool changed what a
-        reset does not restore (the version record)."""
+        it: only the handle that created it, only on an engine where installing a schema
+        costs something, and only while no test tool changed what a reset does not restore
+        (the version record)."""
         self.backend = backend
         self.driver = driver
         self.schema = schema
