@@ -206,6 +206,19 @@ BLOCKED: dt.datetime = dt.datetime.max.replace(tzinfo=dt.UTC)
 database's ``'infinity'``, which time never moves."""
 
 
+NO_SOURCE: dict[str, Any] = dict.fromkeys(
+    (
+        "source_queue",
+        "source_id",
+        "source_retry_count",
+        "source_root_id",
+        "source_created_on",
+        "source_output",
+    )
+)
+"""The lineage fields of a job that is no dead-letter copy (all unset)."""
+
+
 LATEST: dt.datetime = BLOCKED - dt.timedelta(days=1)
 """The latest time the model computes: a retry of a row stored with a delay no valid options
 give (docs/guarantees.md) waits until then, instead of overflowing."""
@@ -478,12 +491,7 @@ class Model:
                 heartbeat_on=None,
                 keep_until=start_after + _seconds(resolved.retention_seconds),
                 output=None,
-                source_queue=None,
-                source_id=None,
-                source_retry_count=None,
-                source_root_id=None,
-                source_created_on=None,
-                source_output=None,
+                **NO_SOURCE,
                 dead_letter=options.dead_letter,
                 start_after_latest=start_after,
                 seq=seq,
@@ -1204,12 +1212,7 @@ class Model:
                 singleton_key=None,
                 **self._fresh_in(opts),
                 output=None,
-                source_queue=None,
-                source_id=None,
-                source_retry_count=None,
-                source_root_id=None,
-                source_created_on=None,
-                source_output=None,
+                **NO_SOURCE,
                 dead_letter=None,
                 start_after_latest=self.now,
                 seq=seq,
