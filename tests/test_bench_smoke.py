@@ -13,9 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
-from alkstore.bench.measure import Latency, percentile
+from alkstore.bench.measure import Latency, cpu_window, local_postmaster, percentile
 from alkstore.bench.pacing import after_commit
 from alkstore.cli import main
 from alkstore.conformance.cluster import TempCluster
@@ -86,6 +87,8 @@ def test_drain(_bench_dsn: str, tmp_path: Path) -> None:
         check_drained(row, 200)
         assert row["fetch_p50_ms"] > 0
         assert row["peak_rss_mb"] > 0
+        assert row["client_cpu_us_per_job"] > 0
+        assert row["server_cpu_us_per_job"] is not None  # the test's server runs here
     assert plot.stat().st_size > 0
 
 
@@ -307,6 +310,25 @@ def test_drain_with_telemetry_runs_each_cell_with_and_without(
         ]
     for row in rows:
         check_drained(row, 100)
+    summary = {r["driver"]: r for r in doc["telemetry_overhead"]}
+    assert set(summary) == {"psycopg", "asyncpg+work"}
+    for driver, row in summary.items():
+        assert row["engine"] == "postgres"
+        assert row["rounds"] == 1
+        pair = {r["engine"]: r for r in rows if r["driver"] == driver}
+        assert row["off_jobs_per_s"] == pair["postgres"]["jobs_per_s"]
+        assert row["on_jobs_per_s"] == pair["postgres [otel]"]["jobs_per_s"]
+        assert row["ratio"] == pytest.approx(row["on_jobs_per_s"] / row["off_jobs_per_s"], abs=1e-3)
+        assert row["cpu_ratio"] > 0
+
+
+def test_cpu_accounting_sees_the_server_work(_bench_dsn: str) -> None:
+    postmaster = local_postmaster(_bench_dsn)
+    assert postmaster is not None
+    with psycopg.connect(_bench_dsn) as conn, cpu_window(postmaster) as use:
+        conn.execute("SELECT count(*) FROM generate_series(1, 3000000)").fetchone()
+    assert use.server_seconds is not None and use.server_seconds >= 0.05
+    assert use.client_seconds is not None and use.client_seconds < use.server_seconds
 
 
 def test_drain_through_pgbouncer(_bench_dsn: str, tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +21,7 @@ from . import enqueue as enqueue_bench
 from . import latency as latency_bench
 from . import rss as rss_bench
 from . import scale as scale_bench
-from .drain import Backend, drain_alkstore
+from .drain import TELEMETRY_LABEL, Backend, drain_alkstore
 from .environment import fingerprint
 from .isolation import run_isolated
 from .peers import LATENCY_PEERS, PEERS, DrainSpec, peer_versions, run_peer
@@ -267,10 +268,91 @@ def drain(
             for c, b in cells(consumers, batches)
             for measured in ((False, True) if telemetry else (False,))
         ]
-        table = Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)
-        return Measured({"results": rows}, [table], _throughput_chart(rows))
+        tables = [Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)]
+        sections: dict[str, Any] = {"results": rows}
+        if telemetry:
+            overhead = telemetry_overhead(rows)
+            sections["telemetry_overhead"] = overhead
+            tables.append(
+                Table("OpenTelemetry overhead", OVERHEAD_COLUMNS, overhead, OVERHEAD_NOTES)
+            )
+        return Measured(sections, tables, _throughput_chart(rows))
 
     return run("drain", options, arguments, measure)
+
+
+OVERHEAD_COLUMNS = (
+    Column("engine", "engine", justify="left"),
+    Column("driver", "driver", justify="left"),
+    Column("consumers", "consumers"),
+    Column("batch", "batch"),
+    Column("rounds", "rounds"),
+    Column("off_jobs_per_s", "jobs/s off"),
+    Column("on_jobs_per_s", "jobs/s on"),
+    Column("ratio", "on / off", 3),
+    Column("off_cpu_us_per_job", "CPU µs/job off", 1),
+    Column("on_cpu_us_per_job", "CPU µs/job on", 1),
+    Column("cpu_ratio", "CPU on / off", 3),
+)
+OVERHEAD_NOTES = (
+    "Medians over the rounds (each round: the cell without telemetry, then with it). CPU is "
+    "the client's and the server's together, per job, where the server's processes can be "
+    "read (a server on this machine); else the client's alone.",
+)
+
+
+def telemetry_overhead(rows: Sequence[Row]) -> list[Row]:
+    """Per drained cell, the medians of the rounds without and with telemetry and their
+    ratios: throughput, and CPU time per job (client plus server)."""
+    groups: dict[tuple[Any, ...], dict[bool, list[Row]]] = {}
+    for row in rows:
+        if not row.get("available", True):
+            continue
+        measured = row["engine"].endswith(TELEMETRY_LABEL)
+        key = (
+            row["engine"].removesuffix(TELEMETRY_LABEL),
+            row["driver"],
+            row["consumers"],
+            row["batch"],
+        )
+        groups.setdefault(key, {False: [], True: []})[measured].append(row)
+    summary: list[Row] = []
+    for (engine, driver, consumers, batch), by in groups.items():
+        off, on = (_medians(by[m]) for m in (False, True))
+        summary.append(
+            {
+                "engine": engine,
+                "driver": driver,
+                "consumers": consumers,
+                "batch": batch,
+                "rounds": min(len(by[False]), len(by[True])),
+                "off_jobs_per_s": off[0],
+                "on_jobs_per_s": on[0],
+                "ratio": _ratio(on[0], off[0]),
+                "off_cpu_us_per_job": off[1],
+                "on_cpu_us_per_job": on[1],
+                "cpu_ratio": _ratio(on[1], off[1]),
+            }
+        )
+    return summary
+
+
+def _medians(rows: Sequence[Row]) -> tuple[float | None, float | None]:
+    """The median jobs/s and the median CPU µs per job (client + server) of ``rows``."""
+    rates = [r["jobs_per_s"] for r in rows]
+    cpu = [
+        r["client_cpu_us_per_job"] + (r["server_cpu_us_per_job"] or 0.0)
+        for r in rows
+        if r.get("client_cpu_us_per_job") is not None
+    ]
+    return (
+        statistics.median(rates) if rates else None,
+        round(statistics.median(cpu), 1) if cpu else None,
+    )
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a and b else None
 
 
 # --- contention ----------------------------------------------------------------------------

@@ -22,7 +22,14 @@ import alkstore
 from ..core.records import Job
 from ..core.states import JobState
 from .loops import LoopOutcome, Tally, run_tasks, run_threads, tracked
-from .measure import peak_rss_bytes, peak_rss_mb, reset_peak_rss
+from .measure import (
+    CpuUse,
+    cpu_window,
+    local_postmaster,
+    peak_rss_bytes,
+    peak_rss_mb,
+    reset_peak_rss,
+)
 from .progress import Progress
 from .results import Cell, DrainResult
 from .server import STEADY, drop_schema, prepare_drain
@@ -47,6 +54,8 @@ QUEUE = "bench"
 WARMUP_QUEUE = "bench_warmup"
 WARMUP_MAX_JOBS = 5000
 SCENARIOS = ("standard", "singleton", "key_strict_fifo")
+TELEMETRY_LABEL = " [otel]"
+"""Appended to the engine of a cell drained with OpenTelemetry on."""
 """Drain scenarios: the queue policy; a policy queue's jobs spread over :data:`SCENARIO_KEYS`."""
 SCENARIO_KEYS = 100
 """How many ``singleton_key`` values the jobs of a policy scenario use."""
@@ -109,7 +118,7 @@ class Backend:
         if self.scenario != "standard":
             engine = f"{engine} [{self.scenario}, {SCENARIO_KEYS} keys]"
         if self.telemetry:
-            engine = f"{engine} [otel]"
+            engine = f"{engine}{TELEMETRY_LABEL}"
         if self.pooled_dsn is not None:
             engine = f"{engine} [pgbouncer]"
         return Cell(
@@ -287,6 +296,9 @@ class _Drain:
     progress: Progress
     timeout: float
     peak_rss: int | None = attrs.field(default=None, init=False)
+    cpu: CpuUse | None = attrs.field(default=None, init=False)
+    postmaster: int | None = attrs.field(default=None, init=False)
+    """The server's process when it runs on this machine (its CPU time is then measured)."""
 
     @property
     def pool_size(self) -> int:
@@ -300,9 +312,13 @@ class _Drain:
 
     @contextlib.contextmanager
     def timed(self) -> Iterator[Tally]:
-        """Around the timed drain: reset the peak RSS, show progress, then read the peak RSS."""
+        """Around the timed drain: reset the peak RSS, show progress, then read the peak RSS
+        and the CPU time the drain cost this process and the server."""
         reset_peak_rss()
-        with tracked(self.progress, self.cell.description, self.jobs) as tally:
+        with (
+            cpu_window(self.postmaster) as self.cpu,
+            tracked(self.progress, self.cell.description, self.jobs) as tally,
+        ):
             yield tally
         self.peak_rss = peak_rss_bytes()
 
@@ -314,7 +330,7 @@ class _Drain:
     def result(self, outcome: LoopOutcome, completed: int, enqueue_seconds: float) -> DrainResult:
         """The row of this drain."""
         return DrainResult.from_outcome(
-            self.cell, self.jobs, outcome, completed, self.peak_rss, enqueue_seconds
+            self.cell, self.jobs, outcome, completed, self.peak_rss, enqueue_seconds, cpu=self.cpu
         )
 
 
@@ -331,6 +347,7 @@ def drain_alkstore(
 ) -> DrainResult:
     """One measured drain of ``jobs`` jobs by ``consumers`` consumers, ``batch`` a fetch."""
     cell = _Drain(dsn, backend, jobs, consumers, batch, schema, progress, timeout)
+    cell.postmaster = local_postmaster(dsn)
     try:
         return asyncio.run(_drain_async(cell)) if backend.is_async else _drain_sync(cell)
     finally:
@@ -393,6 +410,7 @@ __all__ = [
     "QUEUE",
     "SEND_BATCH",
     "SYNC_DRIVERS",
+    "TELEMETRY_LABEL",
     "WORK",
     "Backend",
     "alkstore_row",

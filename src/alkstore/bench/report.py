@@ -83,6 +83,8 @@ DRAIN_COLUMNS = (
     Column("empty_fetches", "empty fetches"),
     Column("duplicates", "duplicates"),
     Column("completed", "completed"),
+    Column("client_cpu_us_per_job", "client CPU µs/job", 1),
+    Column("server_cpu_us_per_job", "server CPU µs/job", 1),
     PEAK_RSS_COLUMN,
 )
 """The columns of a drain table (drain, contention, peers)."""

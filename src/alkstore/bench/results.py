@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from .loops import LoopOutcome
-from .measure import Latency, rate
+from .measure import CpuUse, Latency, rate
 
 MIB = 1024 * 1024
 
@@ -72,6 +72,9 @@ class DrainResult:
     """How long the pre-enqueue (batches of 1,000) took."""
     timed_out: bool = False
     note: str = ""
+    cpu: CpuUse | None = None
+    """The CPU time the timed drain cost the measuring process and the server (None: not
+    measured, e.g. a peer whose drain runs in a process of its own)."""
 
     @property
     def jobs_per_s(self) -> float:
@@ -93,6 +96,7 @@ class DrainResult:
         peak_rss: int | None,
         enqueue_seconds: float | None,
         note: str = "",
+        cpu: CpuUse | None = None,
     ) -> DrainResult:
         """A result from the harness's own fetch loops."""
         return cls(
@@ -108,6 +112,7 @@ class DrainResult:
             enqueue_seconds=enqueue_seconds,
             timed_out=outcome.timed_out,
             note=note,
+            cpu=cpu,
         )
 
     @classmethod
@@ -122,6 +127,7 @@ class DrainResult:
         peak_rss: int | None,
         enqueue_seconds: float | None,
         note: str,
+        cpu: CpuUse | None = None,
     ) -> DrainResult:
         """A result from a peer's own worker loop, which hides its fetches from the harness."""
         return cls(
@@ -136,11 +142,12 @@ class DrainResult:
             peak_rss_bytes=peak_rss,
             enqueue_seconds=enqueue_seconds,
             note=note,
+            cpu=cpu,
         )
 
     def to_json(self) -> dict[str, Any]:
         """One flat JSON row."""
-        fetch = self.fetch
+        fetch, cpu = self.fetch, self.cpu
         return {
             **self.cell.to_json(),
             "available": True,
@@ -158,9 +165,17 @@ class DrainResult:
             if self.peak_rss_bytes is None
             else round(self.peak_rss_bytes / MIB, 1),
             "enqueue_jobs_per_s": _round(self.enqueue_jobs_per_s, 1),
+            "client_cpu_us_per_job": self._per_job(None if cpu is None else cpu.client_seconds),
+            "server_cpu_us_per_job": self._per_job(None if cpu is None else cpu.server_seconds),
             "timed_out": self.timed_out,
             "note": self.note,
         }
+
+    def _per_job(self, seconds: float | None) -> float | None:
+        """``seconds`` of CPU time as microseconds per completed job (None: not measured)."""
+        if seconds is None or not self.completed:
+            return None
+        return round(seconds * 1e6 / self.completed, 1)
 
 
 @attrs.frozen(kw_only=True)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sized
 from typing import Any
 
 from ..drain import numbered_batches
-from ..measure import peak_rss_bytes, reset_peak_rss
+from ..measure import CpuUse, cpu_window, local_postmaster, peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
 from ..results import Cell
 from ..server import create_schema, drop_schema
@@ -58,19 +58,25 @@ async def time_worker_loops(
     done: Sized,
     loops: Iterable[Awaitable[Any]],
     timeout: float,
-) -> tuple[float, int]:
+    dsn: str,
+) -> tuple[float, int, CpuUse]:
     """Reset the peak RSS, then run ``loops`` together (``len(done)`` of ``jobs`` shown).
 
-    Returns the wall seconds until every loop ended and the peak RSS after; raises
+    Returns the wall seconds until every loop ended, the peak RSS after, and the CPU time
+    the loops cost this process and the server at ``dsn``; raises
     :class:`TimeoutError` after ``timeout`` seconds. ``loops`` is iterated (each loop created)
     once the clock has started.
     """
+    postmaster = await asyncio.to_thread(local_postmaster, dsn)
     reset_peak_rss()
-    with progress.track(cell.description, jobs, lambda: len(done)):
+    with (
+        cpu_window(postmaster) as cpu,
+        progress.track(cell.description, jobs, lambda: len(done)),
+    ):
         began = time.perf_counter()
         await asyncio.wait_for(asyncio.gather(*loops), timeout)
         seconds = time.perf_counter() - began
-    return seconds, peak_rss_bytes()
+    return seconds, peak_rss_bytes(), cpu
 
 
 __all__ = [

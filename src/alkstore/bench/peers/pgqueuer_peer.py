@@ -90,7 +90,9 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
             )
             for m in managers
         )
-        seconds, rss = await time_worker_loops(progress, cell, spec.jobs, ids, loops, spec.timeout)
+        seconds, rss, cpu = await time_worker_loops(
+            progress, cell, spec.jobs, ids, loops, spec.timeout, dsn
+        )
         table = f"{quote_schema(schema)}.pgqueuer"
         left = await connections[0].fetchval(f"SELECT count(*) FROM {table}")
     finally:
@@ -104,6 +106,7 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
         completed=spec.jobs - int(left),
         peak_rss=rss,
         enqueue_seconds=enqueue_seconds,
+        cpu=cpu,
         note="fetches happen inside pgqueuer's worker loop",
     )
 

@@ -95,7 +95,9 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
             )
             for index in range(spec.consumers)
         )
-        seconds, rss = await time_worker_loops(progress, cell, spec.jobs, ids, loops, spec.timeout)
+        seconds, rss, cpu = await time_worker_loops(
+            progress, cell, spec.jobs, ids, loops, spec.timeout, dsn
+        )
     return DrainResult.from_worker_loop(
         cell,
         spec.jobs,
@@ -104,6 +106,7 @@ async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> 
         completed=len(ids),  # replaced by the count in the database
         peak_rss=rss,
         enqueue_seconds=enqueue_seconds,
+        cpu=cpu,
         note="one job per fetch; worker concurrency = batch",
     )
 

@@ -22,7 +22,7 @@ import psycopg
 from ...engines.postgres.identifiers import quote_schema
 from ..drain import numbered_batches
 from ..loops import Tally, run_threads, tracked
-from ..measure import peak_rss_bytes, reset_peak_rss
+from ..measure import cpu_window, local_postmaster, peak_rss_bytes, reset_peak_rss
 from ..progress import Progress
 from ..results import DrainResult
 from ..server import create_schema, drop_schema, prepare_drain
@@ -125,9 +125,10 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         loops(Tally(spec.warmup))
         enqueue_seconds = _enqueue(pool, sql, spec.jobs)
         prepare_drain(dsn, spec.variant)
+        postmaster = local_postmaster(dsn)
         reset_peak_rss()
         cell = spec.cell(NAME, "psycopg")
-        with tracked(progress, cell.description, spec.jobs) as tally:
+        with cpu_window(postmaster) as cpu, tracked(progress, cell.description, spec.jobs) as tally:
             outcome = loops(tally)
         rss = peak_rss_bytes()
         with pool.cursor() as cur:
@@ -136,7 +137,9 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
     finally:
         pool.close()
         drop_schema(dsn, schema)
-    return DrainResult.from_outcome(cell, spec.jobs, outcome, completed, rss, enqueue_seconds)
+    return DrainResult.from_outcome(
+        cell, spec.jobs, outcome, completed, rss, enqueue_seconds, cpu=cpu
+    )
 
 
 __all__ = ["NAME", "Statements", "drain", "unavailable", "versions"]
