@@ -265,8 +265,8 @@ def drain(
             ).to_json()
             for scenario in scenarios
             for d in drivers
-            for c, b in cells(consumers, batches)
-            for measured in ((False, True) if telemetry else (False,))
+            for index, (c, b) in enumerate(cells(consumers, batches))
+            for measured in _telemetry_order(telemetry, index)
         ]
         tables = [Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)]
         sections: dict[str, Any] = {"results": rows}
@@ -279,6 +279,15 @@ def drain(
         return Measured(sections, tables, _throughput_chart(rows))
 
     return run("drain", options, arguments, measure)
+
+
+def _telemetry_order(telemetry: bool, index: int) -> tuple[bool, ...]:
+    """Whether each drain of cell ``index`` runs with telemetry: off only, or both, the order
+    turned round from one cell to the next (off-on, on-off, …), so that a drift of the
+    machine or the server over a run does not always favour the same side."""
+    if not telemetry:
+        return (False,)
+    return (False, True) if index % 2 == 0 else (True, False)
 
 
 OVERHEAD_COLUMNS = (
@@ -295,7 +304,8 @@ OVERHEAD_COLUMNS = (
     Column("cpu_ratio", "CPU on / off", 3),
 )
 OVERHEAD_NOTES = (
-    "Medians over the rounds (each round: the cell without telemetry, then with it). CPU is "
+    "Medians over the rounds (each round: the cell without telemetry and with it, in turns "
+    "off-on and on-off). CPU is "
     "the client's and the server's together, per job, where the server's processes can be "
     "read (a server on this machine); else the client's alone.",
 )
