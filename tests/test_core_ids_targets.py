@@ -14,7 +14,7 @@ import pytest
 
 from alkstore.core import ids as ids_module
 from alkstore.core.errors import InvalidOptions
-from alkstore.core.ids import new_id
+from alkstore.core.ids import new_id, new_ids
 from alkstore.core.records import Job
 from alkstore.core.states import JobState
 from alkstore.core.targets import Targets, targets
@@ -83,6 +83,24 @@ def test_new_id_strictly_increases_over_100k_calls() -> None:
     assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in made)
     # String order is the same as UUID order (fixed-width lowercase hex), as databases sort.
     assert [str(u) for u in made] == sorted(str(u) for u in made)
+
+
+def test_new_ids_of_a_batch_increase_and_follow_every_earlier_id() -> None:
+    made = [new_id(), *new_ids(5000), new_id(), *new_ids(1), *new_ids(3)]
+    assert len(made) == 5006
+    assert all(a < b for a, b in pairwise(made))
+    assert all(u.version == 7 and u.variant == uuid.RFC_4122 for u in made)
+    assert new_ids(0) == []
+
+
+def test_new_ids_are_ordinary_uuids() -> None:
+    for made in new_ids(50):
+        twin = uuid.UUID(str(made))
+        assert made == twin and hash(made) == hash(twin)
+        assert made.bytes == twin.bytes and repr(made) == repr(twin)
+        assert made.is_safe is uuid.SafeUUID.unknown
+        with pytest.raises(TypeError):
+            made.int = 1  # type: ignore[misc]
 
 
 def test_new_id_strictly_increases_when_the_clock_stands_still_or_goes_back(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import traceback
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
@@ -18,7 +18,7 @@ import attrs
 from .core.contracts import Engine
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.flows import build_flow
-from .core.ids import new_id
+from .core.ids import new_id, new_ids
 from .core.options import (
     LEAN_FETCH,
     FetchOptions,
@@ -51,9 +51,11 @@ NO_OPTIONS = JobOptions()
 """Shared by every job sent without options (most of a large ``send_many``)."""
 
 
-def _new_job(data: Any, options: Mapping[str, Any]) -> NewJob:
+def _new_job(
+    data: Any, options: Mapping[str, Any], make_id: Callable[[], uuid.UUID] = new_id
+) -> NewJob:
     opts = JobOptions.from_kwargs(options) if options else NO_OPTIONS
-    return NewJob.build(data, opts, new_id)
+    return NewJob.build(data, opts, make_id)
 
 
 def _nothing_sent(queue: str, found: Queue | None) -> list[uuid.UUID | None]:
@@ -148,14 +150,17 @@ class Operations:
     ) -> Plan[list[uuid.UUID | None]]:
         """See :meth:`alkstore.Store.send_many`."""
         check_queue_name(queue)
+        specs = list(jobs)
+        # Ids for the whole batch at once (a job naming its own id leaves one unused).
+        make_id = iter(new_ids(len(specs))).__next__
         built = []
-        for index, spec in enumerate(jobs):
+        for index, spec in enumerate(specs):
             if not isinstance(spec, Mapping):
                 raise InvalidOptions(
                     f"jobs[{index}]", spec, "must be a mapping: {'data': ..., **options}"
                 )
             options = {k: v for k, v in spec.items() if k != "data"}
-            built.append(_new_job(spec.get("data"), options))
+            built.append(_new_job(spec.get("data"), options, make_id))
         if not built:
             return self.engine.get_queue(queue).then(functools.partial(_nothing_sent, queue))
         return self._sent(queue, built)

@@ -127,7 +127,7 @@ def channel(engine: EngineBase) -> str:
 
 
 def notifying(
-    engine: EngineBase, sql: str, params: tuple[Any, ...], queue: str
+    engine: EngineBase, sql: str, params: tuple[Any, ...], queue: str, *, counted: bool = False
 ) -> tuple[str, tuple[Any, ...]]:
     """``sql`` (a statement ``RETURNING`` its rows) made to also ``NOTIFY`` the schema's
     channel, with the queue name as payload, once per queue it returned a row of (``queue``:
@@ -140,11 +140,14 @@ def notifying(
     to a one-row aggregate that no column reads is removed, and an unread SELECT CTE never
     runs).
     """
+    returned = "count(*) AS changed" if counted else "changed.*"
     if not engine.capabilities.listen_notify:
-        return sql, params
+        if not counted:
+            return sql, params
+        return f"WITH changed AS ({sql}) SELECT {returned} FROM changed", params
     at = len(params) + 1
     wrapped = f"""WITH changed AS ({sql}),
         note AS (SELECT pg_notify(${at}::text, p.queue) IS NULL AS sent
                  FROM (SELECT DISTINCT {queue} AS queue FROM changed) p)
-        SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
+        SELECT {returned} FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
     return wrapped, (*params, channel(engine))
