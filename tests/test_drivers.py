@@ -258,7 +258,6 @@ class Asyncpg(Flavour):
 class Pg8000(Flavour):
     id = "pg8000"
     driver_name = "pg8000"
-    prepares = False
 
     async def connect(self, dsn: str) -> pg8000.native.Connection:
         p = parse_dsn(dsn)
