@@ -258,7 +258,6 @@ class Asyncpg(Flavour):
 class Pg8000(Flavour):
     id = "pg8000"
     driver_name = "pg8000"
-    prepares = False
 
     async def connect(self, dsn: str) -> pg8000.native.Connection:
         p = parse_dsn(dsn)
@@ -845,6 +844,56 @@ def test_adopt_pg8000_dbapi_connection_keeps_callers_transaction_semantics(
     finally:
         conn.close()
         other.close()
+
+
+def test_pg8000_prepares_on_the_fifth_run_and_keeps_at_most_prepared_max(
+    _driver_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import alkstore.drivers.pg8000 as driver
+
+    monkeypatch.setattr(driver, "PREPARED_MAX", 2)
+    source = sync_driver("pg8000").open(_driver_dsn, DriverSettings(pool_size=1))
+    prepared = "SELECT count(*)::int AS c FROM pg_prepared_statements WHERE statement = $1::text"
+
+    def count(s: SyncSession, sql: str) -> int:
+        return int(s.execute(Statement(prepared, (sql,)))[0]["c"])
+
+    try:
+        with source.session() as s:
+            queries = [f"SELECT $1::int + {k} AS i" for k in range(3)]
+            for run in range(1, driver.PREPARE_THRESHOLD + 1):
+                assert s.execute(Statement(queries[0], (run,))) == [{"i": run}]
+                assert count(s, queries[0]) == (1 if run == driver.PREPARE_THRESHOLD else 0)
+            for sql in queries[1:]:
+                for run in range(driver.PREPARE_THRESHOLD):
+                    assert s.execute(Statement(sql, (run,)))[0]["i"] == run + queries.index(sql)
+            # The count query was prepared too (its fifth run): the two latest to be prepared
+            # are kept, queries[0] and then the count query were closed.
+            assert [count(s, sql) for sql in queries] == [0, 1, 1]
+            total = "SELECT count(*)::int AS c FROM pg_prepared_statements"
+            assert s.execute(Statement(total)) == [{"c": 2}]
+    finally:
+        source.close()
+
+
+def test_pg8000_prepares_again_after_the_result_type_changed(_driver_dsn: str) -> None:
+    table = f"t_{new_tag()}"
+    source = sync_driver("pg8000").open(_driver_dsn, DriverSettings(pool_size=1))
+    select = f"SELECT * FROM {table}"
+    try:
+        with source.session() as s:
+            s.execute(Statement(f"CREATE TABLE {table} (a int)"))
+            s.execute(Statement(f"INSERT INTO {table} VALUES (1)"))
+            for _ in range(6):
+                assert s.execute(Statement(select)) == [{"a": 1}]
+            s.execute(Statement(f"ALTER TABLE {table} ADD COLUMN b int"))
+            with pytest.raises(pg8000.exceptions.DatabaseError) as failed:
+                s.execute(Statement(select))
+            assert failed.value.args[0]["C"] == "0A000"
+            assert s.execute(Statement(select)) == [{"a": 1, "b": None}]
+            s.execute(Statement(f"DROP TABLE {table}"))
+    finally:
+        source.close()
 
 
 def test_adopt_asyncpg_transaction_block(_driver_dsn: str) -> None:

@@ -285,10 +285,10 @@ ACCEPT += [
         "mutable-subquery-across-shards",
         "UPDATE s.job j SET data = (SELECT q.data FROM s.queue q WHERE q.created_on < now())",
     ),
-    ("mutable-in-case", _ENGINE._fetch_sql),
+    ("mutable-in-case", _ENGINE._claim_sql("fetch", True, one=False)),
     # the keyed claim's key walk, its UPDATE routed to the queue's shard
     ("recursive-cte-across-shards", _KEY_WALK),
-    ("stable-with-column", _ENGINE._fetch_sql),
+    ("stable-with-column", _ENGINE._claim_sql("fetch", True, one=False)),
     ("stable-with-column", f"UPDATE s.job j SET state = 'x' WHERE {_SHIFTED_DEADLINE} < now()"),
     (
         "stable-with-column",

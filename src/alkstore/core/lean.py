@@ -47,9 +47,10 @@ processing to the send), in :class:`~.records.Job`'s names."""
 METADATA_FIELDS = tuple(a.name for a in attrs.fields(Job) if a.name not in LEAN_FIELDS)
 """The fields a lean job lacks (reading one raises :class:`~.errors.MetadataNotFetched`)."""
 
-_SLOTS = {name: Job.__dict__[name] for name in LEAN_FIELDS}
-"""Job's slot descriptors: a lean job's fields are set through them, past the frozen
-``__setattr__`` and the absent fields' properties."""
+_SETTERS = tuple(Job.__dict__[name].__set__ for name in LEAN_FIELDS)
+"""The setters of Job's slot descriptors, in :data:`LEAN_FIELDS` order: a lean job's fields
+are set through them, past the frozen ``__setattr__`` and the absent fields' properties
+(bound once: looking each descriptor up per field was most of a lean job's construction)."""
 
 
 class LeanJob(Job):
@@ -83,8 +84,8 @@ class LeanJob(Job):
     def of(cls, *values: Any) -> LeanJob:
         """A lean job from the values of :data:`LEAN_FIELDS`, in that order."""
         job = object.__new__(cls)
-        for name, value in zip(LEAN_FIELDS, values, strict=True):
-            _SLOTS[name].__set__(job, value)
+        for set_field, value in zip(_SETTERS, values, strict=True):
+            set_field(job, value)
         return job
 
     @classmethod

@@ -7,8 +7,15 @@ placeholders work, repeated or not, and ``%`` is just a character. pg8000 sends 
 parameter as text of unspecified type; the SQL's casts give them their types. Lists go as
 array literals (``{…}``) built here with every element double-quoted and escaped (pg8000's
 own leaves ``null`` in any case but ``NULL`` unquoted, which PostgreSQL reads as NULL), UUIDs
-and datetimes as their text forms. pg8000 never caches prepared statements on this path, so
-``DriverSettings.prepared_statements`` changes nothing here.
+and datetimes as their text forms.
+
+``execute_unnamed`` takes three round trips a statement (parse, describe, then bind and
+execute, each ended by a Sync) and the server parses and plans it every time. On the
+connections this driver opens, a statement run :data:`PREPARE_THRESHOLD` times is prepared
+(``prepare_statement``) and then executed by name in one round trip (``execute_named``), as
+psycopg does; at most :data:`PREPARED_MAX` a connection, the least recently used closed first.
+``DriverSettings.prepared_statements`` off (PGlite, PgBouncer) keeps every statement unnamed, as
+do connections adopted from the caller.
 
 pg8000 has no pool, so connections opened from a DSN are pooled by :mod:`.pool`; it has no
 DSN parser either (see :func:`.common.parse_dsn`) and no transaction helper (see
@@ -22,6 +29,8 @@ from __future__ import annotations
 
 import struct
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -42,6 +51,14 @@ from .pool import SyncPool, quiet
 Connection = Any  # pg8000 is untyped; any pg8000.core.CoreConnection
 
 _IN_TRANSACTION = (b"T", b"E")  # ReadyForQuery: in a transaction block / in a failed one
+
+PREPARE_THRESHOLD = 5
+"""Runs of one SQL text on a connection before it is prepared there (psycopg's default)."""
+PREPARED_MAX = 100
+"""Statements prepared on one connection at most (psycopg's default)."""
+_STALE = frozenset({"0A000", "26000"})
+"""SQLSTATEs of a prepared statement that cannot run any more: its result type changed under
+it (``cached plan must not change result type``), or it is gone."""
 
 
 def _in_transaction(conn: Connection) -> bool:
@@ -86,6 +103,49 @@ def _params(params: tuple[Any, ...]) -> tuple[Any, ...]:
     return tuple(_array_literal(p) if isinstance(p, list) else p for p in params)
 
 
+class _Prepared:
+    """The statements prepared on one connection this driver opened, by SQL text."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, int] = {}
+        self._named: OrderedDict[str, tuple[bytes, Any, Any]] = OrderedDict()
+
+    def execute(self, conn: Connection, sql: str, params: tuple[Any, ...]) -> Any:
+        """Run ``sql``: by name once it has run :data:`PREPARE_THRESHOLD` times, else unnamed;
+        pg8000's execution context."""
+        named = self._named.get(sql)
+        if named is None:
+            runs = self._runs.get(sql, 0) + 1
+            if runs < PREPARE_THRESHOLD:
+                if len(self._runs) >= PREPARED_MAX * 10:
+                    self._runs.clear()  # one-off statements do not pile up
+                self._runs[sql] = runs
+                return conn.execute_unnamed(sql, params)
+            named = conn.prepare_statement(sql, ())
+            self._runs.pop(sql, None)
+            self._named[sql] = named
+            if len(self._named) > PREPARED_MAX:
+                _sql, (oldest, _columns, _funcs) = self._named.popitem(last=False)
+                conn.close_prepared_statement(oldest)
+        else:
+            self._named.move_to_end(sql)
+        name, columns, input_funcs = named
+        values = pg8000.converters.make_params(conn.py_types, params)
+        try:
+            return conn.execute_named(name, values, columns, input_funcs, sql)
+        except pg8000.exceptions.DatabaseError as exc:
+            fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else {}
+            if fields.get("C") in _STALE:
+                # Prepared again, under a new name, at its next run (psycopg fails such a
+                # run too); the server may keep the old one until the connection closes.
+                del self._named[sql]
+            raise
+
+
+_PREPARED: weakref.WeakKeyDictionary[Connection, _Prepared] = weakref.WeakKeyDictionary()
+"""The prepared statements of each connection this driver opened with prepared statements on."""
+
+
 class Pg8000Session:
     """A :class:`~alkstore.drivers.base.SyncSession` on one pg8000 connection."""
 
@@ -100,12 +160,17 @@ class Pg8000Session:
     def execute(self, statement: Statement) -> list[Row]:
         """Run one statement; rows as dicts (empty for statements without rows)."""
         conn = self.connection
+        prepared = _PREPARED.get(conn)
         with self._guard():
             if getattr(conn, "autocommit", True) is False and not _in_transaction(conn):
                 # A dbapi connection outside autocommit: begin as its own cursors would, so
                 # the statement joins the caller's (implicit) transaction instead of committing.
                 conn.execute_simple("BEGIN")
-            context = conn.execute_unnamed(statement.sql, _params(statement.params))
+            params = _params(statement.params)
+            if prepared is None:
+                context = conn.execute_unnamed(statement.sql, params)
+            else:
+                context = prepared.execute(conn, statement.sql, params)
         if context.rows is None:
             return []
         names = [column["name"] for column in context.columns]
@@ -261,6 +326,8 @@ class Pg8000Driver:
             # for connecting (and the setup) only: a statement's deadline is the session's
             # (WATCHDOG).
             conn._usock.settimeout(None)
+            if settings.prepared_statements:
+                _PREPARED[conn] = _Prepared()
             return conn
 
         def close(conn: Connection) -> None:

@@ -43,7 +43,7 @@ class ClaimStrategy:
     key: str
     """The columns the pick returns."""
     join: str
-    """How the UPDATE re-finds a picked row ``next``."""
+    """How the UPDATE re-finds the picked rows ``next`` (its FROM and WHERE)."""
     skip_locked: bool
     """Pick with ``FOR UPDATE SKIP LOCKED``; else the UPDATE rechecks the state."""
     counts_picked: bool
@@ -77,31 +77,35 @@ class ClaimStrategy:
                 heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                    ELSE j.retry_count + 1 END
-            FROM next WHERE {self.join}{recheck}
+            {self.join}{recheck}
             RETURNING {returned}"""
         return pick, update
 
-    def fetch_sql(self, s: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
-        """The claim of up to ``$2`` jobs of queue ``$1``."""
-        pick, update = self.statements(s, "$2", returned)
+    def fetch_sql(self, s: str, returned: str = RETURNED_JOB_COLUMNS, limit: str = "$2") -> str:
+        """The claim of up to ``limit`` (by default ``$2``) jobs of queue ``$1``."""
+        pick, update = self.statements(s, limit, returned)
         if not self.counts_picked:
             return f"WITH next AS ({pick}) {update}"
         return f"""WITH next AS ({pick}), claimed AS ({update})
             SELECT n.picked, c.*
             FROM (SELECT count(*) AS picked FROM next) n LEFT JOIN claimed c ON true"""
 
-    def complete_and_fetch_sql(self, s: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
+    def complete_and_fetch_sql(
+        self, s: str, returned: str = RETURNED_JOB_COLUMNS, *, one: bool = False
+    ) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
-        to ``$2`` jobs of queue ``$1``, in one statement. A completion that released flow
+        to ``$2`` jobs of queue ``$1``, in one statement; with ``one``, the claim of one job,
+        the targets at ``$2``/``$3`` and the output ``$4``. A completion that released flow
         jobs claims nothing (``released`` says so): the statement's snapshot still shows them
         waiting, and a claim now could take a job that a fetch after the completion would
         not (the released job first); the caller claims with a fetch instead."""
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
+        limit, targets_at = ("1", 2) if one else ("$2", 3)
         pick, update = self.statements(
-            s, "$2", returned, unless="EXISTS (SELECT 1 FROM flow_released)"
+            s, limit, returned, unless="EXISTS (SELECT 1 FROM flow_released)"
         )
-        return f"""WITH {complete_ctes(s, 3, "$5")},
+        return f"""WITH {complete_ctes(s, targets_at, f"${targets_at + 2}")},
             next AS ({pick}), claimed AS ({update})
             SELECT d.completed, r.released, n.picked, c.*
             FROM (SELECT count(*) AS completed FROM done) d
@@ -110,15 +114,18 @@ class ClaimStrategy:
             LEFT JOIN claimed c ON true"""
 
 
-_BY_NAME_AND_ID = "j.name = next.name AND j.id = next.id"
+_BY_NAME_AND_ID = "FROM next WHERE j.name = next.name AND j.id = next.id"
 
 BY_TUPLE_ID = ClaimStrategy(
     # A direct tuple fetch instead of a primary-key descent per row (measured: 27 % of the
     # server's time per job at 100 a fetch). A ctid is unique within one partition, and only
     # the partition of queue $1 holds rows named $1, so "name = $1 AND ctid = ..." is one row.
+    # The picked ctids as one array, a TID scan in every plan: joined to the CTE, the generic
+    # plan (which cannot know the LIMIT) hashed every row of the table to find them (8 ms a
+    # one-job claim at 20,000 jobs), so the server re-planned the claim on every call.
     "skip-locked-by-tuple-id",
     "ctid",
-    "j.name = $1 AND j.ctid = next.ctid",
+    "WHERE j.name = $1 AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))",
     skip_locked=True,
     counts_picked=True,
 )
@@ -160,20 +167,33 @@ class ClaimMixin(QueueHintsMixin):
         return claim_for(self.capabilities)
 
     @functools.cached_property
-    def _fetch_sql(self) -> str:
-        return self.claim.fetch_sql(self.s)
+    def _claim_sqls(self) -> dict[tuple[str, bool, bool], str]:
+        return {}
 
-    @functools.cached_property
-    def _complete_and_fetch_sql(self) -> str:
-        return self.claim.complete_and_fetch_sql(self.s)
+    def _claim_sql(self, kind: str, full: bool, one: bool) -> str:
+        """The ``kind`` (``fetch`` or ``complete_and_fetch``) statement returning ``full``
+        jobs (else lean ones), claiming ``one`` job or up to ``$2``; built once per engine.
 
-    @functools.cached_property
-    def _lean_fetch_sql(self) -> str:
-        return self.claim.fetch_sql(self.s, RETURNED_LEAN_JOB_COLUMNS)
+        One job has statements of their own with the limit written in. The server plans a
+        prepared statement once (a generic plan) only where that plan is not costed above
+        the plans made for the values; under a limit it cannot see (``$2``) it costs a tenth
+        of the queue, so every claim was planned anew: about 240 µs of server CPU a call,
+        twice the claim's execution at one job a fetch (docs/benchmarks.md)."""
+        shape = (kind, full, one)
+        if shape not in self._claim_sqls:
+            returned = RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS
+            if kind == "fetch":
+                sql = self.claim.fetch_sql(self.s, returned, "1" if one else "$2")
+            else:
+                sql = self.claim.complete_and_fetch_sql(self.s, returned, one=one)
+            self._claim_sqls[shape] = sql
+        return self._claim_sqls[shape]
 
-    @functools.cached_property
-    def _lean_complete_and_fetch_sql(self) -> str:
-        return self.claim.complete_and_fetch_sql(self.s, RETURNED_LEAN_JOB_COLUMNS)
+    def _plain_claim(self, queue: str, batch_size: int, full: bool) -> Statement:
+        """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else lean)."""
+        if batch_size == 1:
+            return Statement(self._claim_sql("fetch", full, one=True), (queue,))
+        return Statement(self._claim_sql("fetch", full, one=False), (queue, batch_size))
 
     def _claimed_jobs(
         self, queue: str, rows: list[Row], include_metadata: bool = True
@@ -190,8 +210,7 @@ class ClaimMixin(QueueHintsMixin):
             for _ in range(RECLAIM_ROUNDS):
                 if missing <= 0:
                     break
-                sql = self._fetch_sql if include_metadata else self._lean_fetch_sql
-                more = yield Statement(sql, (queue, missing))
+                more = yield self._plain_claim(queue, missing, include_metadata)
                 claimed = [build(r) for r in more if r["id"] is not None]
                 jobs += claimed
                 missing = as_int(more[0]["picked"]) - len(claimed)
@@ -213,10 +232,10 @@ class ClaimMixin(QueueHintsMixin):
         if not (options.plain and self.plain_queues.get(queue)):
             return self._keyed_fetch(queue, batch_size, options)
         full = options.include_metadata
-        sql = self._fetch_sql if full else self._lean_fetch_sql
+        claim = self._plain_claim(queue, batch_size, full)
 
         def steps() -> Steps[list[Job]]:
-            rows = yield Statement(sql, (queue, batch_size))
+            rows = yield claim
             return (yield from self._claimed_jobs(queue, rows, full))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
@@ -239,8 +258,7 @@ class ClaimMixin(QueueHintsMixin):
                 return []
             full = options.include_metadata
             if rules.plain and options.plain:
-                sql = self._fetch_sql if full else self._lean_fetch_sql
-                rows = yield Statement(sql, (queue, batch_size))
+                rows = yield self._plain_claim(queue, batch_size, full)
                 return (yield from self._claimed_jobs(queue, rows, full))
             sql = self._keyed_sql(
                 rules.policy,
@@ -294,15 +312,15 @@ class ClaimMixin(QueueHintsMixin):
         if not self.capabilities.multi_mutation_cte or not self.plain_queues.get(queue):
             return None
         full = include_metadata
-        sql = self._complete_and_fetch_sql if full else self._lean_complete_and_fetch_sql
-        params = (queue, batch_size, *target_params(targets), output_json)
+        one = batch_size == 1
+        sql = self._claim_sql("complete_and_fetch", full, one)
+        params = (queue, *([] if one else [batch_size]), *target_params(targets), output_json)
 
         def steps() -> Steps[Handoff]:
             rows = yield Statement(sql, params)
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["released"]):
-                fetch_sql = self._fetch_sql if full else self._lean_fetch_sql
-                rows = yield Statement(fetch_sql, (queue, batch_size))
+                rows = yield self._plain_claim(queue, batch_size, full)
             jobs = yield from self._claimed_jobs(queue, rows, full)
             return Handoff(completed, jobs)
 
