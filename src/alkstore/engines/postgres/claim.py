@@ -15,14 +15,22 @@ from typing import Any
 import attrs
 
 from ...core.capabilities import Capabilities
+from ...core.errors import QueueNotFound
 from ...core.lean import LeanJob
 from ...core.options import PLAIN_FETCH, FetchOptions, Policy
-from ...core.plans import Plan, Row, Statement, Steps
+from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
-from .policies import PLAIN_GATE, QueueHintsMixin, keyed_claim_sql
-from .settle import complete_ctes
+from .policies import (
+    PLAIN_GATE,
+    QueueHintsMixin,
+    QueueRules,
+    claim_collided,
+    keyed_claim_sql,
+    lock_free_claim_sql,
+)
+from .settle import SettleMixin, complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
     RETURNED_LEAN_JOB_COLUMNS,
@@ -149,7 +157,7 @@ def claim_for(caps: Capabilities) -> ClaimStrategy:
     return BY_TUPLE_ID if caps.tuple_ids else BY_KEY
 
 
-class ClaimMixin(QueueHintsMixin):
+class ClaimMixin(QueueHintsMixin, SettleMixin):
     """Plans of ``fetch`` and ``complete_and_fetch``."""
 
     # The strategy and its statements are chosen and built once per engine: building them
@@ -207,10 +215,14 @@ class ClaimMixin(QueueHintsMixin):
     ) -> Plan[list[Job]]:
         """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order.
 
-        The plain claim serves a queue known to need nothing else; any other fetch is the
-        keyed claim (:mod:`.policies`).
+        The plain claim serves a queue known to need nothing else; a keyed queue without
+        limits, on an engine that can, the lock-free keyed claim; any other fetch is the keyed
+        claim under the queue row's lock (:mod:`.policies`).
         """
         if not (options.plain and self.plain_queues.get(queue)):
+            policy = self.keyed_unlimited_queues.get(queue)
+            if policy is not None and options.group_concurrency is None and self.lock_free_keyed:
+                return self._lock_free_fetch(queue, batch_size, options, policy)
             return self._keyed_fetch(queue, batch_size, options)
         full = options.include_metadata
         sql = self._fetch_sql if full else self._lean_fetch_sql
@@ -222,6 +234,87 @@ class ClaimMixin(QueueHintsMixin):
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
         return self._plan("fetch", steps, on_contention=list)
+
+    def _lock_free_fetch(
+        self, queue: str, batch_size: int, options: FetchOptions, policy: Policy
+    ) -> Plan[list[Job]]:
+        """The keyed claim without the queue row's lock (:func:`.policies.lock_free_claim_sql`),
+        run again when it lost a key to a concurrent claim."""
+        full = options.include_metadata
+        sql = self._lock_free_sql(policy, options.ignore_start_after, full)
+
+        def steps() -> Steps[list[Job]]:
+            rows = yield Statement(sql, (queue, batch_size))
+            return self._lock_free_jobs(queue, rows, full)
+
+        return self._plan("fetch", steps, on_contention=list, lost_race=claim_collided)
+
+    @functools.cached_property
+    def _lock_free_sqls(self) -> dict[tuple[Policy, bool, bool, bool], str]:
+        return {}
+
+    def _lock_free_sql(
+        self, policy: Policy, ignore_start_after: bool, full: bool, completing: bool = False
+    ) -> str:
+        """:func:`.policies.lock_free_claim_sql` of one shape (``completing``: with the
+        completion of ``complete_and_fetch``, targets at ``$3``/``$4``, output ``$5``), built
+        once per engine."""
+        shape = (policy, ignore_start_after, full, completing)
+        if shape not in self._lock_free_sqls:
+            self._lock_free_sqls[shape] = lock_free_claim_sql(
+                self.s,
+                policy,
+                ignore_start_after=ignore_start_after,
+                returned=RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS,
+                completing=complete_ctes(self.s, 3, "$5") if completing else "",
+            )
+        return self._lock_free_sqls[shape]
+
+    def _lock_free_jobs(self, queue: str, rows: list[Row], full: bool) -> list[Job]:
+        """The jobs a lock-free keyed claim returned, in fetch order; learns the queue row
+        it saw (a queue paused or given a limit meanwhile is served by the locked claim from
+        the next fetch on)."""
+        if rows[0]["queue_policy"] is None:
+            raise QueueNotFound(queue)
+        self.learn(queue, QueueRules.from_row(rows[0], "queue_"))
+        build = _job_builder(full)
+        jobs = [build(r) for r in rows if r["id"] is not None]
+        jobs.sort(key=Job.sort_key)
+        return jobs
+
+    def _keyed_complete_and_fetch(
+        self,
+        queue: str,
+        targets: Targets,
+        output_json: str | None,
+        batch_size: int,
+        full: bool,
+        policy: Policy,
+    ) -> Plan[Handoff]:
+        """``complete_and_fetch`` of a keyed queue without limits: the completion and the
+        lock-free keyed claim in one statement, which takes the completed jobs' keys as free
+        (so a worker's chain through one key costs one commit a step, not two).
+
+        A claim that lost a key to a concurrent claim runs again, with its completion (the
+        statement rolled back whole); the last run completes only and claims nothing, so the
+        completion is never lost to the race. A completion that released flow jobs claims
+        nothing: its snapshot still shows them waiting, and a claim after it in the same plan
+        could lose a race that would roll back the completion with it (in a caller's
+        transaction, the plan's savepoint); the caller's next fetch claims them."""
+        sql = self._lock_free_sql(policy, False, full, completing=True)
+        params = (queue, batch_size, *target_params(targets), output_json)
+        runs = 0
+
+        def steps() -> Steps[Handoff]:
+            nonlocal runs
+            runs += 1
+            if runs > MAX_RACE_RERUNS:
+                completed: int = yield from self.complete(queue, targets, output_json).steps()
+                return Handoff(completed, [])
+            rows = yield Statement(sql, params)
+            return Handoff(as_int(rows[0]["completed"]), self._lock_free_jobs(queue, rows, full))
+
+        return self._plan("complete_and_fetch", steps, lost_race=claim_collided)
 
     def _keyed_fetch(self, queue: str, batch_size: int, options: FetchOptions) -> Plan[list[Job]]:
         """The claim under the queue row's lock: policies, limits, groups (see .policies)."""
@@ -258,7 +351,11 @@ class ClaimMixin(QueueHintsMixin):
             jobs.sort(key=Job.sort_key)
             return jobs
 
-        return self._plan("fetch", steps, transaction=True, on_contention=list)
+        # A singleton or stately claim under the lock still races the lock-free claims of
+        # other fetchers (a fetch with group limits here, a plain fetch there).
+        return self._plan(
+            "fetch", steps, transaction=True, on_contention=list, lost_race=claim_collided
+        )
 
     @functools.cached_property
     def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool, bool, bool], str]:
@@ -290,9 +387,17 @@ class ClaimMixin(QueueHintsMixin):
         include_metadata: bool = True,
     ) -> Plan[Handoff] | None:
         """``complete`` then ``fetch`` in one statement; None where the engine cannot change
-        the job table twice in one statement (run the two plans one after the other)."""
-        if not self.capabilities.multi_mutation_cte or not self.plain_queues.get(queue):
+        the job table twice in one statement, or the queue needs the claim under the queue
+        row's lock (run the two plans one after the other)."""
+        if not self.capabilities.multi_mutation_cte:
             return None
+        if not self.plain_queues.get(queue):
+            policy = self.keyed_unlimited_queues.get(queue)
+            if policy is None or not self.lock_free_keyed:
+                return None
+            return self._keyed_complete_and_fetch(
+                queue, targets, output_json, batch_size, include_metadata, policy
+            )
         full = include_metadata
         sql = self._complete_and_fetch_sql if full else self._lean_complete_and_fetch_sql
         params = (queue, batch_size, *target_params(targets), output_json)

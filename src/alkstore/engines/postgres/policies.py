@@ -48,16 +48,26 @@ class QueueRules:
     concurrency_limit: int | None
 
     @classmethod
-    def from_row(cls, row: Row) -> QueueRules:
-        """From a row of :data:`QUEUE_RULES`."""
+    def from_row(cls, row: Row, prefix: str = "") -> QueueRules:
+        """From a row of :data:`QUEUE_RULES` (its columns named with ``prefix``)."""
         return cls(
-            Policy(row["policy"]), as_bool(row["paused"]), as_opt_int(row["concurrency_limit"])
+            Policy(row[prefix + "policy"]),
+            as_bool(row[prefix + "paused"]),
+            as_opt_int(row[prefix + "concurrency_limit"]),
         )
 
     @property
     def plain(self) -> bool:
         """The plain claim serves this queue (paused or not)."""
         return self.policy not in KEYED_CLAIM_POLICIES and self.concurrency_limit is None
+
+    @property
+    def keyed_unlimited(self) -> Policy | None:
+        """The keyed policy of a queue without a concurrency limit, else None: where the
+        engine can, the lock-free keyed claim serves it (:func:`lock_free_claim_sql`)."""
+        if self.policy in KEYED_CLAIM_POLICIES and self.concurrency_limit is None:
+            return self.policy
+        return None
 
 
 class QueueHintsMixin(EngineBase):
@@ -77,15 +87,32 @@ class QueueHintsMixin(EngineBase):
         """queue name -> whether its policy is ``standard`` (the plain send serves it)."""
         return {}
 
+    @functools.cached_property
+    def keyed_unlimited_queues(self) -> dict[str, Policy | None]:
+        """queue name -> :attr:`QueueRules.keyed_unlimited` (absent: not known yet)."""
+        return {}
+
     def learn(self, name: str, rules: QueueRules) -> None:
         """Remember what the queue row said."""
         self.plain_queues[name] = rules.plain
         self.standard_queues[name] = rules.policy is Policy.STANDARD
+        self.keyed_unlimited_queues[name] = rules.keyed_unlimited
 
     def forget(self, name: str) -> None:
         """Drop the guesses about a queue (deleted, or its limit changed)."""
         self.plain_queues.pop(name, None)
         self.standard_queues.pop(name, None)
+        self.keyed_unlimited_queues.pop(name, None)
+
+    @functools.cached_property
+    def lock_free_keyed(self) -> bool:
+        """The engine claims keyed queues without the queue row's lock where it may: it has
+        SKIP LOCKED under READ COMMITTED (a stricter isolation would fail the recheck of a row
+        changed since the snapshot instead of skipping or re-reading it)."""
+        return self.capabilities.skip_locked and self.isolation in (
+            None,
+            Isolation.READ_COMMITTED,
+        )
 
     def _read_rules(self, queue: str, lock: str = "") -> Steps[QueueRules]:
         """Read (``lock``: and lock) the queue row; :class:`QueueNotFound` when missing."""
@@ -108,10 +135,7 @@ class QueueHintsMixin(EngineBase):
         would have had; work that the lock holder has not claimed yet shows as claimable, and
         then this fetcher waits for the lock as before.
         """
-        if not self.capabilities.skip_locked or self.isolation not in (
-            None,
-            Isolation.READ_COMMITTED,
-        ):
+        if not self.lock_free_keyed:
             return (yield from self._read_rules(queue, " FOR UPDATE"))
         rows = yield Statement(QUEUE_RULES.format(s=self.s) + " FOR UPDATE SKIP LOCKED", (queue,))
         if rows:
@@ -209,14 +233,107 @@ def keyed_claim_sql(
     # row rescanning the picked ones for each (measured: 3.4 s at 20,000 jobs). The array
     # costs at most one scan of the queue's queued rows there (9.9 ms), and one primary-key
     # probe per id once the table has statistics.
-    update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
-            heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
-            retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
-                               ELSE j.retry_count + 1 END
+    update = f"""UPDATE {s}.job j SET {CLAIM_ASSIGNMENTS}
         WHERE j.name = $1 AND j.id = ANY (ARRAY(SELECT p.id FROM picked p))
             AND j.state IN {queued}
         RETURNING {returned}"""
     return "WITH RECURSIVE " + ",\n".join(ctes) + "\n" + update
+
+
+CLAIM_ASSIGNMENTS = f"""state = 'active', started_on = now(),
+    heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
+    retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
+                       ELSE j.retry_count + 1 END"""
+"""The ``SET`` list of a claim's ``UPDATE`` of job ``j``."""
+
+
+def lock_free_claim_sql(
+    s: str,
+    policy: Policy,
+    *,
+    ignore_start_after: bool,
+    returned: str = RETURNED_JOB_COLUMNS,
+    completing: str = "",
+) -> str:
+    """The keyed claim without the queue row's lock, of a queue with a keyed ``policy`` and
+    neither a concurrency limit nor group limits: ``$1`` queue, ``$2`` batch size.
+
+    It picks each free key's head from the statement's snapshot (:func:`keyed_heads`), locks
+    the picked rows ``FOR UPDATE SKIP LOCKED`` (rechecking that they are still queued) and
+    claims them. Two fetchers that pick the same head: one locks it, the other skips it. Two
+    fetchers that pick different heads of one key (possible for ``singleton`` and ``stately``,
+    whose head may change between their snapshots: a newer job of higher priority, a job that
+    became due; for ``key_strict_fifo`` a send committed late with an older ``created_on``):
+    the second one's ``UPDATE`` hits the unique index ``job_policy_active`` (SQLSTATE 23505,
+    or 40P01 when two such claims wait on each other), which rolls its whole statement back
+    (:func:`claim_collided`: the plan runs again).
+
+    The queue row gates the claim (a queue paused or given a limit meanwhile is not served by
+    it), and the statement returns it in every row (columns ``queue_policy``,
+    ``queue_paused``, ``queue_concurrency_limit``, NULL when there is no such queue) beside
+    the claimed jobs' columns ``returned``, which are NULL in the one row of a claim that took
+    nothing: an empty fetch needs no second statement to tell "no jobs" from "no queue".
+
+    ``completing``: CTEs of a completion (``done``, the completed jobs, and
+    ``flow_released``, the flow jobs it released) that the statement runs first, in
+    ``complete_and_fetch``. The keys of the completed jobs count as free, and the picked ids
+    are computed from ``done`` before the claim updates a row, so the completion leaves the
+    unique index before the claim enters it. A completion that released flow jobs claims
+    nothing (as the plain ``complete_and_fetch``); the rows then also carry ``completed`` and
+    ``released``.
+    """
+    queued = in_list(QUEUED)
+    ctes = [completing] if completing else []
+    ctes += keyed_heads(s, policy, due_condition(ignore_start_after), "done" if completing else "")
+    ctes.append(
+        """ordered AS (SELECT o.id FROM cand o
+            ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
+    )
+    ctes.append(
+        f"""rules AS (SELECT pq.policy, pq.paused, pq.concurrency_limit FROM {s}.queue pq
+            WHERE pq.name = $1)"""
+    )
+    unreleased = " AND NOT EXISTS (SELECT 1 FROM flow_released)" if completing else ""
+    ctes.append(
+        f"""locked AS (SELECT j.name, j.id FROM {s}.job j
+            WHERE j.name = $1 AND j.id = ANY (ARRAY(SELECT o.id FROM ordered o))
+                AND j.state IN {queued}{unreleased}
+                AND EXISTS (SELECT 1 FROM rules r WHERE NOT r.paused
+                    AND r.concurrency_limit IS NULL AND r.policy = '{policy.value}')
+            FOR UPDATE SKIP LOCKED)"""
+    )
+    ctes.append(
+        f"""claimed AS (UPDATE {s}.job j SET {CLAIM_ASSIGNMENTS}
+            FROM locked l WHERE j.name = $1 AND j.name = l.name AND j.id = l.id
+                AND j.state IN {queued}
+            RETURNING {returned})"""
+    )
+    counts = ""
+    if completing:
+        counts = """CROSS JOIN (SELECT count(*) AS completed FROM done) d
+            CROSS JOIN (SELECT count(*) AS released FROM flow_released) fr"""
+    return (
+        "WITH RECURSIVE "
+        + ",\n".join(ctes)
+        + f"""
+        SELECT {"d.completed, fr.released, " if completing else ""}r.policy AS queue_policy,
+            r.paused AS queue_paused, r.concurrency_limit AS queue_concurrency_limit, c.*
+        FROM (SELECT 1) one {counts}
+        LEFT JOIN rules r ON true LEFT JOIN claimed c ON true"""
+    )
+
+
+UNIQUE_VIOLATION = "23505"
+DEADLOCK_DETECTED = "40P01"
+
+
+def claim_collided(sqlstate: str | None, _constraint: str | None) -> bool:
+    """A claim lost the race for a key to a concurrent claim (see
+    :func:`lock_free_claim_sql`): the only unique indexes a claim's ``UPDATE`` enters rows
+    into are the policies' indexes of active jobs, and two claims that each wait for the
+    other's entry end in a deadlock. The constraint's name is not checked: on a partitioned
+    table it is the partition's index."""
+    return sqlstate in (UNIQUE_VIOLATION, DEADLOCK_DETECTED)
 
 
 def due_condition(ignore_start_after: bool) -> str:
@@ -242,7 +359,7 @@ def claimable_probe_sql(s: str, policy: Policy, ignore_start_after: bool) -> str
     )
 
 
-def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
+def keyed_heads(s: str, policy: Policy, due: str, finished: str = "") -> list[str]:
     """CTEs ending in ``cand``: the one job of each key a keyed policy may claim now.
 
     The keys are walked with a loose index scan (a recursive CTE stepping from one key to the
@@ -252,7 +369,8 @@ def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
     fetch order unless the key has an active job (a head that is not due yet costs one more
     probe for the key's first due job); ``key_strict_fifo`` takes a key's oldest queued job,
     only if it is due and the key has no active or failed job (a blocked key holds up only
-    itself).
+    itself). ``finished`` names a CTE of jobs (``id``) that the same statement completes,
+    which its snapshot still shows active: their keys count as free.
     """
     queued = in_list(QUEUED)
     fifo = policy is Policy.KEY_STRICT_FIFO
@@ -271,7 +389,8 @@ def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
             SELECT n.* FROM keys CROSS JOIN LATERAL (
                 {head} AND {k} > keys.k ORDER BY {k}, {order} LIMIT 1) n)""",
         f"""free AS (SELECT w.* FROM keys w WHERE w.k NOT IN (SELECT {k} FROM {s}.job j
-                WHERE j.name = $1 AND j.policy = '{policy.value}' AND j.state IN {blocking}))""",
+                WHERE j.name = $1 AND j.policy = '{policy.value}' AND j.state IN {blocking}
+                {f"AND j.id NOT IN (SELECT f.id FROM {finished} f)" if finished else ""}))""",
     ]
     columns = "name, id, priority, created_on, start_after, group_id, group_tier"
     j_columns = ", ".join("j." + c for c in columns.split(", "))
