@@ -63,6 +63,11 @@ class Plan(Generic[T]):
     on_contention: Callable[[], T] | None = None
     """The result when serialization failures or lost races outlast every retry (None: raise
     the last)."""
+    serial: str | None = None
+    """Plans of one store with the same ``serial`` key run one at a time (the others wait in
+    the process, not in the database): the keyed claims of one queue, which can only split
+    the same free keys between them and would otherwise walk the keys side by side for
+    nothing."""
     lost_race: RaceCheck | None = None
     """Which errors mean the plan lost a race it may run again after (see :data:`RaceCheck`):
     the runner runs it again at once, up to :data:`MAX_RACE_RERUNS` times. In a caller's
@@ -87,6 +92,7 @@ class Plan(Generic[T]):
             retry_serialization=self.retry_serialization,
             map_error=self.map_error,
             on_contention=None if contention is None else on_contention,
+            serial=self.serial,
             lost_race=self.lost_race,
         )
 

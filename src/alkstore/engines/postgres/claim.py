@@ -150,6 +150,17 @@ def _job_builder(include_metadata: bool) -> Callable[[Row], Job]:
     return Job.from_row if include_metadata else LeanJob.from_row
 
 
+def keyed_claims_of(queue: str) -> str:
+    """The :attr:`~alkstore.core.plans.Plan.serial` key of the keyed fetches of ``queue``.
+
+    Measured (docs/benchmarks.md, "Keyed policies"): eight consumers of one process on a
+    100-key queue at batch 100, seven of which find every key busy, spent the server's CPU
+    on seven walks of the keys side by side; one at a time, the consumer that has work to
+    claim gets it.
+    """
+    return "keyed-claim:" + queue
+
+
 def claim_for(caps: Capabilities) -> ClaimStrategy:
     """The claim an engine with ``caps`` uses."""
     if not caps.skip_locked:
@@ -247,7 +258,13 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             rows = yield Statement(sql, (queue, batch_size))
             return self._lock_free_jobs(queue, rows, full)
 
-        return self._plan("fetch", steps, on_contention=list, lost_race=claim_collided)
+        return self._plan(
+            "fetch",
+            steps,
+            on_contention=list,
+            lost_race=claim_collided,
+            serial=keyed_claims_of(queue),
+        )
 
     @functools.cached_property
     def _lock_free_sqls(self) -> dict[tuple[Policy, bool, bool, bool], str]:
@@ -354,7 +371,12 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         # A singleton or stately claim under the lock still races the lock-free claims of
         # other fetchers (a fetch with group limits here, a plain fetch there).
         return self._plan(
-            "fetch", steps, transaction=True, on_contention=list, lost_race=claim_collided
+            "fetch",
+            steps,
+            transaction=True,
+            on_contention=list,
+            lost_race=claim_collided,
+            serial=keyed_claims_of(queue),
         )
 
     @functools.cached_property
