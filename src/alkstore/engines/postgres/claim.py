@@ -267,23 +267,18 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         )
 
     @functools.cached_property
-    def _lock_free_sqls(self) -> dict[tuple[Policy, bool, bool, bool], str]:
+    def _lock_free_sqls(self) -> dict[tuple[Policy, bool, bool], str]:
         return {}
 
-    def _lock_free_sql(
-        self, policy: Policy, ignore_start_after: bool, full: bool, completing: bool = False
-    ) -> str:
-        """:func:`.policies.lock_free_claim_sql` of one shape (``completing``: with the
-        completion of ``complete_and_fetch``, targets at ``$3``/``$4``, output ``$5``), built
-        once per engine."""
-        shape = (policy, ignore_start_after, full, completing)
+    def _lock_free_sql(self, policy: Policy, ignore_start_after: bool, full: bool) -> str:
+        """:func:`.policies.lock_free_claim_sql` of one shape, built once per engine."""
+        shape = (policy, ignore_start_after, full)
         if shape not in self._lock_free_sqls:
             self._lock_free_sqls[shape] = lock_free_claim_sql(
                 self.s,
                 policy,
                 ignore_start_after=ignore_start_after,
                 returned=RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS,
-                completing=complete_ctes(self.s, 3, "$5") if completing else "",
             )
         return self._lock_free_sqls[shape]
 
@@ -308,30 +303,30 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         full: bool,
         policy: Policy,
     ) -> Plan[Handoff]:
-        """``complete_and_fetch`` of a keyed queue without limits: the completion and the
-        lock-free keyed claim in one statement, which takes the completed jobs' keys as free
-        (so a worker's chain through one key costs one commit a step, not two).
+        """``complete_and_fetch`` of a keyed queue without limits: the completion, then the
+        lock-free keyed claim, in one transaction (one commit: a worker's chain through one
+        key pays one WAL flush a step, not two). The claim's snapshot sees the completion, so
+        the completed jobs' keys are free and flow jobs it released are claimed in fetch
+        order, as by a ``fetch`` right after. Not one statement: the claim's recursive key
+        walk beside the release of flow jobs on other queues is a statement sharded Citus
+        refuses.
 
-        A claim that lost a key to a concurrent claim runs again, with its completion (the
-        statement rolled back whole); the last run completes only and claims nothing, so the
-        completion is never lost to the race. A completion that released flow jobs claims
-        nothing: its snapshot still shows them waiting, and a claim after it in the same plan
-        could lose a race that would roll back the completion with it (in a caller's
-        transaction, the plan's savepoint); the caller's next fetch claims them."""
-        sql = self._lock_free_sql(policy, False, full, completing=True)
-        params = (queue, batch_size, *target_params(targets), output_json)
+        A claim that lost a key to a concurrent claim rolls the transaction back, completion
+        included, and the plan runs again; its last run completes only and claims nothing,
+        so the completion is never lost to the race."""
+        fetch_sql = self._lock_free_sql(policy, False, full)
         runs = 0
 
         def steps() -> Steps[Handoff]:
             nonlocal runs
             runs += 1
+            completed: int = yield from self.complete(queue, targets, output_json).steps()
             if runs > MAX_RACE_RERUNS:
-                completed: int = yield from self.complete(queue, targets, output_json).steps()
                 return Handoff(completed, [])
-            rows = yield Statement(sql, params)
-            return Handoff(as_int(rows[0]["completed"]), self._lock_free_jobs(queue, rows, full))
+            rows = yield Statement(fetch_sql, (queue, batch_size))
+            return Handoff(completed, self._lock_free_jobs(queue, rows, full))
 
-        return self._plan("complete_and_fetch", steps, lost_race=claim_collided)
+        return self._plan("complete_and_fetch", steps, transaction=True, lost_race=claim_collided)
 
     def _keyed_fetch(self, queue: str, batch_size: int, options: FetchOptions) -> Plan[list[Job]]:
         """The claim under the queue row's lock: policies, limits, groups (see .policies)."""
@@ -408,11 +403,10 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         batch_size: int,
         include_metadata: bool = True,
     ) -> Plan[Handoff] | None:
-        """``complete`` then ``fetch`` in one statement; None where the engine cannot change
-        the job table twice in one statement, or the queue needs the claim under the queue
-        row's lock (run the two plans one after the other)."""
-        if not self.capabilities.multi_mutation_cte:
-            return None
+        """``complete`` then ``fetch`` in one statement (a keyed queue without limits: in
+        one transaction); None where the engine cannot change the job table twice in one
+        statement, or the queue needs the claim under the queue row's lock (run the two
+        plans one after the other)."""
         if not self.plain_queues.get(queue):
             policy = self.keyed_unlimited_queues.get(queue)
             if policy is None or not self.lock_free_keyed:
@@ -420,6 +414,8 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             return self._keyed_complete_and_fetch(
                 queue, targets, output_json, batch_size, include_metadata, policy
             )
+        if not self.capabilities.multi_mutation_cte:
+            return None
         full = include_metadata
         sql = self._complete_and_fetch_sql if full else self._lean_complete_and_fetch_sql
         params = (queue, batch_size, *target_params(targets), output_json)

@@ -253,7 +253,6 @@ def lock_free_claim_sql(
     *,
     ignore_start_after: bool,
     returned: str = RETURNED_JOB_COLUMNS,
-    completing: str = "",
 ) -> str:
     """The keyed claim without the queue row's lock, of a queue with a keyed ``policy`` and
     neither a concurrency limit nor group limits: ``$1`` queue, ``$2`` batch size.
@@ -273,18 +272,9 @@ def lock_free_claim_sql(
     ``queue_paused``, ``queue_concurrency_limit``, NULL when there is no such queue) beside
     the claimed jobs' columns ``returned``, which are NULL in the one row of a claim that took
     nothing: an empty fetch needs no second statement to tell "no jobs" from "no queue".
-
-    ``completing``: CTEs of a completion (``done``, the completed jobs, and
-    ``flow_released``, the flow jobs it released) that the statement runs first, in
-    ``complete_and_fetch``. The keys of the completed jobs count as free, and the picked ids
-    are computed from ``done`` before the claim updates a row, so the completion leaves the
-    unique index before the claim enters it. A completion that released flow jobs claims
-    nothing (as the plain ``complete_and_fetch``); the rows then also carry ``completed`` and
-    ``released``.
     """
     queued = in_list(QUEUED)
-    ctes = [completing] if completing else []
-    ctes += keyed_heads(s, policy, due_condition(ignore_start_after), "done" if completing else "")
+    ctes = keyed_heads(s, policy, due_condition(ignore_start_after))
     ctes.append(
         """ordered AS (SELECT o.id FROM cand o
             ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
@@ -293,11 +283,10 @@ def lock_free_claim_sql(
         f"""rules AS (SELECT pq.policy, pq.paused, pq.concurrency_limit FROM {s}.queue pq
             WHERE pq.name = $1)"""
     )
-    unreleased = " AND NOT EXISTS (SELECT 1 FROM flow_released)" if completing else ""
     ctes.append(
         f"""locked AS (SELECT j.name, j.id FROM {s}.job j
             WHERE j.name = $1 AND j.id = ANY (ARRAY(SELECT o.id FROM ordered o))
-                AND j.state IN {queued}{unreleased}
+                AND j.state IN {queued}
                 AND EXISTS (SELECT 1 FROM rules r WHERE NOT r.paused
                     AND r.concurrency_limit IS NULL AND r.policy = '{policy.value}')
             FOR UPDATE SKIP LOCKED)"""
@@ -308,18 +297,13 @@ def lock_free_claim_sql(
                 AND j.state IN {queued}
             RETURNING {returned})"""
     )
-    counts = ""
-    if completing:
-        counts = """CROSS JOIN (SELECT count(*) AS completed FROM done) d
-            CROSS JOIN (SELECT count(*) AS released FROM flow_released) fr"""
     return (
         "WITH RECURSIVE "
         + ",\n".join(ctes)
-        + f"""
-        SELECT {"d.completed, fr.released, " if completing else ""}r.policy AS queue_policy,
-            r.paused AS queue_paused, r.concurrency_limit AS queue_concurrency_limit, c.*
-        FROM (SELECT 1) one {counts}
-        LEFT JOIN rules r ON true LEFT JOIN claimed c ON true"""
+        + """
+        SELECT r.policy AS queue_policy, r.paused AS queue_paused,
+            r.concurrency_limit AS queue_concurrency_limit, c.*
+        FROM (SELECT 1) one LEFT JOIN rules r ON true LEFT JOIN claimed c ON true"""
     )
 
 
@@ -359,7 +343,7 @@ def claimable_probe_sql(s: str, policy: Policy, ignore_start_after: bool) -> str
     )
 
 
-def keyed_heads(s: str, policy: Policy, due: str, finished: str = "") -> list[str]:
+def keyed_heads(s: str, policy: Policy, due: str) -> list[str]:
     """CTEs ending in ``cand``: the one job of each key a keyed policy may claim now.
 
     The keys are walked with a loose index scan (a recursive CTE stepping from one key to the
@@ -369,8 +353,7 @@ def keyed_heads(s: str, policy: Policy, due: str, finished: str = "") -> list[st
     fetch order unless the key has an active job (a head that is not due yet costs one more
     probe for the key's first due job); ``key_strict_fifo`` takes a key's oldest queued job,
     only if it is due and the key has no active or failed job (a blocked key holds up only
-    itself). ``finished`` names a CTE of jobs (``id``) that the same statement completes,
-    which its snapshot still shows active: their keys count as free.
+    itself).
     """
     queued = in_list(QUEUED)
     fifo = policy is Policy.KEY_STRICT_FIFO
@@ -389,8 +372,7 @@ def keyed_heads(s: str, policy: Policy, due: str, finished: str = "") -> list[st
             SELECT n.* FROM keys CROSS JOIN LATERAL (
                 {head} AND {k} > keys.k ORDER BY {k}, {order} LIMIT 1) n)""",
         f"""free AS (SELECT w.* FROM keys w WHERE w.k NOT IN (SELECT {k} FROM {s}.job j
-                WHERE j.name = $1 AND j.policy = '{policy.value}' AND j.state IN {blocking}
-                {f"AND j.id NOT IN (SELECT f.id FROM {finished} f)" if finished else ""}))""",
+                WHERE j.name = $1 AND j.policy = '{policy.value}' AND j.state IN {blocking}))""",
     ]
     columns = "name, id, priority, created_on, start_after, group_id, group_tier"
     j_columns = ", ".join("j." + c for c in columns.split(", "))
