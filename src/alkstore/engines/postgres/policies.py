@@ -4,13 +4,21 @@ A queue whose claim needs nothing but the plain SKIP LOCKED walk (``standard``, 
 ``exclusive`` without a ``concurrency_limit``) keeps the plain claim of :mod:`.claim`, gated
 on the queue row so that a stale guess never hands out a job the queue's rules forbid. Every
 other claim (``singleton``, ``stately``, ``key_strict_fifo``, a ``concurrency_limit``,
-``group_concurrency`` or ``ignore_start_after``) is a *keyed claim*: a transaction that first
-locks the queue row (``SELECT … FOR UPDATE``, which every engine accepts) and then claims in
-one statement. The lock serialises the keyed claims of one queue, so the second statement
-counts the active jobs (per queue, per key, per group) as they are after every earlier claim
-committed: two fetchers can never both take the last free slot. The claim statement itself
-uses neither SKIP LOCKED nor ctid: its UPDATE rechecks the state, like the claim of engines
-without SKIP LOCKED.
+``group_concurrency`` or ``ignore_start_after``) is a *keyed claim*, in one of two forms:
+
+- *lock-free* (:func:`lock_free_claim_sql`): a ``singleton``, ``stately`` or
+  ``key_strict_fifo`` queue without a limit, fetched without group limits, on an engine with
+  SKIP LOCKED under READ COMMITTED. One statement picks each free key's head, locks it
+  ``FOR UPDATE SKIP LOCKED`` and claims it; the unique index of active jobs per key
+  (``job_policy_active``) refuses the second of two claims that picked different heads of
+  one key, and that plan runs again (:func:`claim_collided`).
+- *under the queue row's lock* (:func:`keyed_claim_sql`): a transaction that first locks the
+  queue row (``SELECT … FOR UPDATE``, which every engine accepts) and then claims in one
+  statement. The lock serialises these claims of one queue, so the second statement counts
+  the active jobs (per queue, per key, per group) as they are after every earlier claim
+  committed: two fetchers can never both take the last free slot. The claim statement itself
+  uses neither SKIP LOCKED nor ctid: its UPDATE rechecks the state, like the claim of engines
+  without SKIP LOCKED.
 """
 
 from __future__ import annotations
