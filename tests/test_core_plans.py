@@ -110,6 +110,7 @@ def test_plan_defaults() -> None:
     assert plan.isolation is None
     assert plan.retry_serialization is False
     assert plan.map_error is no_error_map
+    assert plan.serial is None and plan.lost_race is None
     assert no_error_map(SERIALIZATION_FAILURE, "job_pkey") is None
     assert Statement("SELECT 1").params == ()
 
@@ -142,12 +143,15 @@ def test_then_maps_the_result_and_keeps_the_rest_of_the_plan() -> None:
         isolation=Isolation.SERIALIZABLE,
         retry_serialization=True,
         map_error=error_map,
+        serial="keyed-claim:q",
+        lost_race=lambda sqlstate, _c: sqlstate == "23505",
     )
     mapped = plan.then(lambda n: f"{n} rows")
     executor = FakeExecutor(lambda _s: [{}, {}, {}])
     assert executor.run(mapped) == "3 rows"
     assert executor.seen == [Statement("SELECT 1")]
-    for field in ("name", "transaction", "isolation", "retry_serialization", "map_error"):
+    kept = ("name", "transaction", "isolation", "retry_serialization", "map_error", "serial")
+    for field in (*kept, "lost_race"):
         assert getattr(mapped, field) == getattr(plan, field), field
     # The original plan is unchanged.
     assert FakeExecutor(lambda _s: [{}, {}, {}]).run(plan) == 3

@@ -2,8 +2,9 @@
 
 A runner borrows a session, opens a transaction when the plan asks for one, drives the plan's
 generator (each yielded statement is executed and its rows sent back in), retries the whole
-plan on a serialization failure where the engine needs that, and turns driver errors into
-alkstore errors through the plan's error map.
+plan on a serialization failure where the engine needs that, runs it again at once when it
+lost a race its plan names (``Plan.lost_race``: a keyed claim that lost a key to a concurrent
+claim), and turns driver errors into alkstore errors through the plan's error map.
 
 A serialization failure inside a transaction the caller owns (their connection, already in a
 transaction) is never retried: the failure aborted the caller's whole transaction, so only the
@@ -36,6 +37,7 @@ from .core.errors import (
     StatementTimeout,
 )
 from .core.plans import (
+    MAX_RACE_RERUNS,
     MAX_SERIALIZATION_RETRIES,
     SERIALIZATION_FAILURE,
     Plan,
@@ -162,6 +164,12 @@ def _translate(
             return serialization_pause(attempt, random.random())
         if plan.on_contention is not None:
             return None
+    if plan.lost_race is not None and plan.lost_race(info.sqlstate, info.constraint):
+        # The plan ran in a transaction or savepoint of its own, or alone outside any.
+        if attempt < MAX_RACE_RERUNS:
+            return 0.0
+        if plan.on_contention is not None:
+            return None
     mapped = plan.map_error(info.sqlstate, info.constraint)
     if mapped is not None:
         raise mapped from exc
@@ -245,7 +253,7 @@ def run_sync(source: SyncSource, driver: SyncDriver, plan: Plan[T]) -> T:
             with source.session() as session:
                 progress.borrowed = True
                 callers = session.in_transaction()
-                if not plan.transaction:
+                if not plan.in_own_transaction(callers):
                     result = _drive(session, driver, plan, progress)
                 else:
                     with session.transaction(plan.isolation):
@@ -279,7 +287,7 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
             async with source.session() as session:
                 progress.borrowed = True
                 callers = session.in_transaction()
-                if not plan.transaction:
+                if not plan.in_own_transaction(callers):
                     result = await _drive_async(session, driver, plan, progress)
                 else:
                     async with session.transaction(plan.isolation):
@@ -301,6 +309,55 @@ async def run_async(source: AsyncSource, driver: AsyncDriver, plan: Plan[T]) -> 
             return _contention_result(plan)
         attempt += 1
         await asyncio.sleep(pause)
+
+
+def _rerun_after(
+    plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception, attempt: int
+) -> bool:
+    """On a held session: whether ``plan`` lost a race and may run again (else its
+    contention result stands, or ``exc`` is raised: see :func:`run_held`)."""
+    info = driver.error_info(exc)
+    if plan.lost_race is None or info is None or not plan.lost_race(info.sqlstate, info.constraint):
+        raise exc
+    if attempt < MAX_RACE_RERUNS:
+        return True
+    if plan.on_contention is None:
+        raise exc
+    return False
+
+
+def run_held(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:
+    """Run ``plan`` on a session the caller holds outside any transaction (a worker
+    fetcher's own connection): in a transaction of its own when the plan asks for one, and
+    again when it lost a race (:attr:`~.core.plans.Plan.lost_race`, at most
+    :data:`~.core.plans.MAX_RACE_RERUNS` times, then its contention result). Other errors
+    pass through untranslated."""
+    attempt = 0
+    while True:
+        try:
+            if not plan.transaction:
+                return _drive(session, driver, plan)
+            with session.transaction(plan.isolation):
+                return _drive(session, driver, plan)
+        except Exception as exc:
+            if not _rerun_after(plan, driver, exc, attempt):
+                return _contention_result(plan)
+        attempt += 1
+
+
+async def run_held_async(session: AsyncSession, driver: AsyncDriver, plan: Plan[T]) -> T:
+    """See :func:`run_held`."""
+    attempt = 0
+    while True:
+        try:
+            if not plan.transaction:
+                return await _drive_async(session, driver, plan)
+            async with session.transaction(plan.isolation):
+                return await _drive_async(session, driver, plan)
+        except Exception as exc:
+            if not _rerun_after(plan, driver, exc, attempt):
+                return _contention_result(plan)
+        attempt += 1
 
 
 def run_in_session(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:

@@ -11,6 +11,7 @@ import asyncio
 import datetime as dt
 import functools
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -60,9 +61,14 @@ class Store:
         self._source = source
         self._ops = Operations(engine)
         self._on_close = on_close
+        self._serial: dict[str, threading.Lock] = {}
 
     def _run(self, plan: Any) -> Any:
-        return run_sync(self._source, self.driver, plan)
+        if plan.serial is None:
+            return run_sync(self._source, self.driver, plan)
+        # Plan.serial: one at a time per key (setdefault is atomic: one lock per key).
+        with self._serial.setdefault(plan.serial, threading.Lock()):
+            return run_sync(self._source, self.driver, plan)
 
     def close(self) -> None:
         """Stop its workers, then close the connections this store opened (never a
@@ -215,8 +221,10 @@ class Store:
 
         The same as :meth:`complete` followed by :meth:`fetch`, in one statement (one round
         trip and one commit) where the engine can change the job table twice in one
-        statement (and the queue needs no keyed claim, docs/queues.md), else as those two
-        calls. Returns ``(completed, jobs)``; the jobs are lean unless ``include_metadata``.
+        statement and the claim needs no lock on the queue row (a ``concurrency_limit``,
+        ``group_concurrency``, or a keyed policy on an engine without the lock-free keyed
+        claim: docs/queues.md), else as those two calls. Returns ``(completed, jobs)``; the
+        jobs are lean unless ``include_metadata``.
         """
         plans = self._ops.complete_and_fetch(
             queue, ids, output, batch_size, group_concurrency, include_metadata
@@ -501,9 +509,13 @@ class AsyncStore:
         self._source = source
         self._ops = Operations(engine)
         self._on_close = on_close
+        self._serial: dict[str, asyncio.Lock] = {}
 
     async def _run(self, plan: Any) -> Any:
-        return await run_async(self._source, self.driver, plan)
+        if plan.serial is None:
+            return await run_async(self._source, self.driver, plan)
+        async with self._serial.setdefault(plan.serial, asyncio.Lock()):
+            return await run_async(self._source, self.driver, plan)
 
     async def close(self) -> None:
         """See :meth:`Store.close`."""

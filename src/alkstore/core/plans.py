@@ -40,6 +40,9 @@ class Isolation(enum.StrEnum):
 
 ErrorMap = Callable[[str | None, str | None], Exception | None]
 """(sqlstate, constraint name) -> the alkstore error to raise instead, or None."""
+RaceCheck = Callable[[str | None, str | None], bool]
+"""(sqlstate, constraint name) -> whether the error says the plan lost a race to a concurrent
+one, which running the plan again settles."""
 
 
 def no_error_map(_sqlstate: str | None, _constraint: str | None) -> Exception | None:
@@ -58,7 +61,17 @@ class Plan(Generic[T]):
     retry_serialization: bool = False
     map_error: ErrorMap = no_error_map
     on_contention: Callable[[], T] | None = None
-    """The result when serialization failures outlast every retry (None: raise the last)."""
+    """The result when serialization failures or lost races outlast every retry (None: raise
+    the last)."""
+    serial: str | None = None
+    """Plans of one store with the same ``serial`` key run one at a time (the others wait in
+    the process, not in the database): the keyed claims of one queue, which can only split
+    the same free keys between them and would otherwise walk the keys side by side for
+    nothing."""
+    lost_race: RaceCheck | None = None
+    """Which errors mean the plan lost a race it may run again after (see :data:`RaceCheck`):
+    the runner runs it again at once, up to :data:`MAX_RACE_RERUNS` times. In a caller's
+    transaction such a plan runs in a savepoint, so that losing undoes only its own work."""
 
     def then(self, mapper: Callable[[T], U]) -> Plan[U]:
         """The same plan with its result (and its contention result) passed through ``mapper``."""
@@ -79,7 +92,15 @@ class Plan(Generic[T]):
             retry_serialization=self.retry_serialization,
             map_error=self.map_error,
             on_contention=None if contention is None else on_contention,
+            serial=self.serial,
+            lost_race=self.lost_race,
         )
+
+    def in_own_transaction(self, callers_transaction: bool) -> bool:
+        """Whether the runner wraps the plan in a transaction (a savepoint inside a caller's
+        transaction): when it asks for one, and for a plan that may lose a race in a caller's
+        transaction, whose error would otherwise abort that whole transaction."""
+        return self.transaction or (callers_transaction and self.lost_race is not None)
 
 
 def single(name: str, statement: Statement, result: Callable[[list[Row]], T], **kw: Any) -> Plan[T]:
@@ -111,6 +132,10 @@ SERIALIZATION_FAILURE = "40001"
 """SQLSTATE of a serialization failure: the whole transaction may be retried."""
 MAX_SERIALIZATION_RETRIES = 12
 """How many times a runner retries a plan that hit a serialization failure."""
+
+
+MAX_RACE_RERUNS = 3
+"""How many times a runner runs a plan again after it lost a race (:attr:`Plan.lost_race`)."""
 
 
 def serialization_pause(attempt: int, jitter: float) -> float:

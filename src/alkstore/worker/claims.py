@@ -3,7 +3,9 @@
 Held, not borrowed per claim: a pool's borrow and return cost round trips of their own
 (asyncpg resets a returned connection), and a claim prepared once stays prepared. A claim
 that fails gives the connection back (the pool drops a broken one) and the next claim
-borrows a fresh one.
+borrows a fresh one. A claim that needs a transaction (the keyed claim under the queue row's
+lock) gets one, and a claim that lost a key to a concurrent claim runs again
+(:func:`~alkstore.runner.run_held`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..drivers.base import (
     SyncSession,
     SyncSource,
 )
-from ..runner import run_in_session, run_in_session_async
+from ..runner import run_held, run_held_async
 
 T = TypeVar("T")
 
@@ -41,7 +43,7 @@ class Claims:
             self._session = held.enter_context(self._source.session())
             self._held = held
         try:
-            return run_in_session(self._session, self._driver, plan)
+            return run_held(self._session, self._driver, plan)
         except BaseException:
             self._release()
             raise
@@ -74,7 +76,7 @@ class AsyncClaims:
             self._session = await held.enter_async_context(self._source.session())
             self._held = held
         try:
-            return await run_in_session_async(self._session, self._driver, plan)
+            return await run_held_async(self._session, self._driver, plan)
         except BaseException:
             await self._release()
             raise

@@ -79,15 +79,18 @@ def test_paused_queue_accepts_sends_and_hands_out_nothing(alkstore_store, partit
 
 
 @pytest.mark.requires("several_sessions")
-def test_pause_seen_by_another_store_that_fetched_before(alkstore_store):
-    alkstore_store.create_queue("q")
+@pytest.mark.parametrize("policy", ["standard", "singleton", "key_strict_fifo"])
+def test_pause_seen_by_another_store_that_fetched_before(alkstore_store, policy):
+    alkstore_store.create_queue("q", policy=policy)
     other = alkstore_store.sibling()
     try:
-        alkstore_store.send("q", 1)
+        alkstore_store.send("q", 1, singleton_key="a")
         assert len(other.fetch("q")) == 1
-        alkstore_store.send("q", 2)
+        waiting = alkstore_store.send("q", 2, singleton_key="b")
         alkstore_store.pause_queue("q")
         assert other.fetch("q") == []
+        alkstore_store.resume_queue("q")
+        assert [j.id for j in other.fetch("q")] == [waiting]
     finally:
         other.close()
 

@@ -15,14 +15,22 @@ from typing import Any
 import attrs
 
 from ...core.capabilities import Capabilities
+from ...core.errors import QueueNotFound
 from ...core.lean import LeanJob
 from ...core.options import PLAIN_FETCH, FetchOptions, Policy
-from ...core.plans import Plan, Row, Statement, Steps
+from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
-from .policies import PLAIN_GATE, QueueHintsMixin, keyed_claim_sql
-from .settle import complete_ctes
+from .policies import (
+    PLAIN_GATE,
+    QueueHintsMixin,
+    QueueRules,
+    claim_collided,
+    keyed_claim_sql,
+    lock_free_claim_sql,
+)
+from .settle import SettleMixin, complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
     RETURNED_LEAN_JOB_COLUMNS,
@@ -149,6 +157,17 @@ def _job_builder(include_metadata: bool) -> Callable[[Row], Job]:
     return Job.from_row if include_metadata else LeanJob.from_row
 
 
+def keyed_claims_of(queue: str) -> str:
+    """The :attr:`~alkstore.core.plans.Plan.serial` key of the keyed fetches of ``queue``.
+
+    Measured (docs/benchmarks.md, "Keyed policies"): eight consumers of one process on a
+    100-key queue at batch 100, seven of which find every key busy, spent the server's CPU
+    on seven walks of the keys side by side; one at a time, the consumer that has work to
+    claim gets it.
+    """
+    return "keyed-claim:" + queue
+
+
 def claim_for(caps: Capabilities) -> ClaimStrategy:
     """The claim an engine with ``caps`` uses."""
     if not caps.skip_locked:
@@ -156,7 +175,7 @@ def claim_for(caps: Capabilities) -> ClaimStrategy:
     return BY_TUPLE_ID if caps.tuple_ids else BY_KEY
 
 
-class ClaimMixin(QueueHintsMixin):
+class ClaimMixin(QueueHintsMixin, SettleMixin):
     """Plans of ``fetch`` and ``complete_and_fetch``."""
 
     # The strategy and its statements are chosen and built once per engine: building them
@@ -226,10 +245,14 @@ class ClaimMixin(QueueHintsMixin):
     ) -> Plan[list[Job]]:
         """Claim up to ``batch_size`` queued jobs whose time has come; returns them in order.
 
-        The plain claim serves a queue known to need nothing else; any other fetch is the
-        keyed claim (:mod:`.policies`).
+        The plain claim serves a queue known to need nothing else; a keyed queue without
+        limits, on an engine that can, the lock-free keyed claim; any other fetch is the keyed
+        claim under the queue row's lock (:mod:`.policies`).
         """
         if not (options.plain and self.plain_queues.get(queue)):
+            policy = self.keyed_unlimited_queues.get(queue)
+            if policy is not None and options.group_concurrency is None and self.lock_free_keyed:
+                return self._lock_free_fetch(queue, batch_size, options, policy)
             return self._keyed_fetch(queue, batch_size, options)
         full = options.include_metadata
         claim = self._plain_claim(queue, batch_size, full)
@@ -241,6 +264,88 @@ class ClaimMixin(QueueHintsMixin):
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
         return self._plan("fetch", steps, on_contention=list)
+
+    def _lock_free_fetch(
+        self, queue: str, batch_size: int, options: FetchOptions, policy: Policy
+    ) -> Plan[list[Job]]:
+        """The keyed claim without the queue row's lock (:func:`.policies.lock_free_claim_sql`),
+        run again when it lost a key to a concurrent claim."""
+        full = options.include_metadata
+        sql = self._lock_free_sql(policy, options.ignore_start_after, full)
+
+        def steps() -> Steps[list[Job]]:
+            rows = yield Statement(sql, (queue, batch_size))
+            return self._lock_free_jobs(queue, rows, full)
+
+        return self._plan(
+            "fetch",
+            steps,
+            on_contention=list,
+            lost_race=claim_collided,
+            serial=keyed_claims_of(queue),
+        )
+
+    @functools.cached_property
+    def _lock_free_sqls(self) -> dict[tuple[Policy, bool, bool], str]:
+        return {}
+
+    def _lock_free_sql(self, policy: Policy, ignore_start_after: bool, full: bool) -> str:
+        """:func:`.policies.lock_free_claim_sql` of one shape, built once per engine."""
+        shape = (policy, ignore_start_after, full)
+        if shape not in self._lock_free_sqls:
+            self._lock_free_sqls[shape] = lock_free_claim_sql(
+                self.s,
+                policy,
+                ignore_start_after=ignore_start_after,
+                returned=RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS,
+            )
+        return self._lock_free_sqls[shape]
+
+    def _lock_free_jobs(self, queue: str, rows: list[Row], full: bool) -> list[Job]:
+        """The jobs a lock-free keyed claim returned, in fetch order; learns the queue row
+        it saw (a queue paused or given a limit meanwhile is served by the locked claim from
+        the next fetch on)."""
+        if rows[0]["queue_policy"] is None:
+            raise QueueNotFound(queue)
+        self.learn(queue, QueueRules.from_row(rows[0], "queue_"))
+        build = _job_builder(full)
+        jobs = [build(r) for r in rows if r["id"] is not None]
+        jobs.sort(key=Job.sort_key)
+        return jobs
+
+    def _keyed_complete_and_fetch(
+        self,
+        queue: str,
+        targets: Targets,
+        output_json: str | None,
+        batch_size: int,
+        full: bool,
+        policy: Policy,
+    ) -> Plan[Handoff]:
+        """``complete_and_fetch`` of a keyed queue without limits: the completion, then the
+        lock-free keyed claim, in one transaction (one commit: a worker's chain through one
+        key pays one WAL flush a step, not two). The claim's snapshot sees the completion, so
+        the completed jobs' keys are free and flow jobs it released are claimed in fetch
+        order, as by a ``fetch`` right after. Not one statement: the claim's recursive key
+        walk beside the release of flow jobs on other queues is a statement sharded Citus
+        refuses.
+
+        A claim that lost a key to a concurrent claim rolls the transaction back, completion
+        included, and the plan runs again; its last run completes only and claims nothing,
+        so the completion is never lost to the race."""
+        fetch_sql = self._lock_free_sql(policy, False, full)
+        runs = 0
+
+        def steps() -> Steps[Handoff]:
+            nonlocal runs
+            runs += 1
+            completed: int = yield from self.complete(queue, targets, output_json).steps()
+            if runs > MAX_RACE_RERUNS:
+                return Handoff(completed, [])
+            rows = yield Statement(fetch_sql, (queue, batch_size))
+            return Handoff(completed, self._lock_free_jobs(queue, rows, full))
+
+        return self._plan("complete_and_fetch", steps, transaction=True, lost_race=claim_collided)
 
     def _keyed_fetch(self, queue: str, batch_size: int, options: FetchOptions) -> Plan[list[Job]]:
         """The claim under the queue row's lock: policies, limits, groups (see .policies)."""
@@ -276,7 +381,16 @@ class ClaimMixin(QueueHintsMixin):
             jobs.sort(key=Job.sort_key)
             return jobs
 
-        return self._plan("fetch", steps, transaction=True, on_contention=list)
+        # A singleton or stately claim under the lock still races the lock-free claims of
+        # other fetchers (a fetch with group limits here, a plain fetch there).
+        return self._plan(
+            "fetch",
+            steps,
+            transaction=True,
+            on_contention=list,
+            lost_race=claim_collided,
+            serial=keyed_claims_of(queue),
+        )
 
     @functools.cached_property
     def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool, bool, bool], str]:
@@ -307,9 +421,18 @@ class ClaimMixin(QueueHintsMixin):
         batch_size: int,
         include_metadata: bool = True,
     ) -> Plan[Handoff] | None:
-        """``complete`` then ``fetch`` in one statement; None where the engine cannot change
-        the job table twice in one statement (run the two plans one after the other)."""
-        if not self.capabilities.multi_mutation_cte or not self.plain_queues.get(queue):
+        """``complete`` then ``fetch`` in one statement (a keyed queue without limits: in
+        one transaction); None where the engine cannot change the job table twice in one
+        statement, or the queue needs the claim under the queue row's lock (run the two
+        plans one after the other)."""
+        if not self.plain_queues.get(queue):
+            policy = self.keyed_unlimited_queues.get(queue)
+            if policy is None or not self.lock_free_keyed:
+                return None
+            return self._keyed_complete_and_fetch(
+                queue, targets, output_json, batch_size, include_metadata, policy
+            )
+        if not self.capabilities.multi_mutation_cte:
             return None
         full = include_metadata
         one = batch_size == 1

@@ -4,13 +4,21 @@ A queue whose claim needs nothing but the plain SKIP LOCKED walk (``standard``, 
 ``exclusive`` without a ``concurrency_limit``) keeps the plain claim of :mod:`.claim`, gated
 on the queue row so that a stale guess never hands out a job the queue's rules forbid. Every
 other claim (``singleton``, ``stately``, ``key_strict_fifo``, a ``concurrency_limit``,
-``group_concurrency`` or ``ignore_start_after``) is a *keyed claim*: a transaction that first
-locks the queue row (``SELECT … FOR UPDATE``, which every engine accepts) and then claims in
-one statement. The lock serialises the keyed claims of one queue, so the second statement
-counts the active jobs (per queue, per key, per group) as they are after every earlier claim
-committed: two fetchers can never both take the last free slot. The claim statement itself
-uses neither SKIP LOCKED nor ctid: its UPDATE rechecks the state, like the claim of engines
-without SKIP LOCKED.
+``group_concurrency`` or ``ignore_start_after``) is a *keyed claim*, in one of two forms:
+
+- *lock-free* (:func:`lock_free_claim_sql`): a ``singleton``, ``stately`` or
+  ``key_strict_fifo`` queue without a limit, fetched without group limits, on an engine with
+  SKIP LOCKED under READ COMMITTED. One statement picks each free key's head, locks it
+  ``FOR UPDATE SKIP LOCKED`` and claims it; the unique index of active jobs per key
+  (``job_policy_active``) refuses the second of two claims that picked different heads of
+  one key, and that plan runs again (:func:`claim_collided`).
+- *under the queue row's lock* (:func:`keyed_claim_sql`): a transaction that first locks the
+  queue row (``SELECT … FOR UPDATE``, which every engine accepts) and then claims in one
+  statement. The lock serialises these claims of one queue, so the second statement counts
+  the active jobs (per queue, per key, per group) as they are after every earlier claim
+  committed: two fetchers can never both take the last free slot. The claim statement itself
+  uses neither SKIP LOCKED nor ctid: its UPDATE rechecks the state, like the claim of engines
+  without SKIP LOCKED.
 """
 
 from __future__ import annotations
@@ -48,16 +56,26 @@ class QueueRules:
     concurrency_limit: int | None
 
     @classmethod
-    def from_row(cls, row: Row) -> QueueRules:
-        """From a row of :data:`QUEUE_RULES`."""
+    def from_row(cls, row: Row, prefix: str = "") -> QueueRules:
+        """From a row of :data:`QUEUE_RULES` (its columns named with ``prefix``)."""
         return cls(
-            Policy(row["policy"]), as_bool(row["paused"]), as_opt_int(row["concurrency_limit"])
+            Policy(row[prefix + "policy"]),
+            as_bool(row[prefix + "paused"]),
+            as_opt_int(row[prefix + "concurrency_limit"]),
         )
 
     @property
     def plain(self) -> bool:
         """The plain claim serves this queue (paused or not)."""
         return self.policy not in KEYED_CLAIM_POLICIES and self.concurrency_limit is None
+
+    @property
+    def keyed_unlimited(self) -> Policy | None:
+        """The keyed policy of a queue without a concurrency limit, else None: where the
+        engine can, the lock-free keyed claim serves it (:func:`lock_free_claim_sql`)."""
+        if self.policy in KEYED_CLAIM_POLICIES and self.concurrency_limit is None:
+            return self.policy
+        return None
 
 
 class QueueHintsMixin(EngineBase):
@@ -77,15 +95,32 @@ class QueueHintsMixin(EngineBase):
         """queue name -> whether its policy is ``standard`` (the plain send serves it)."""
         return {}
 
+    @functools.cached_property
+    def keyed_unlimited_queues(self) -> dict[str, Policy | None]:
+        """queue name -> :attr:`QueueRules.keyed_unlimited` (absent: not known yet)."""
+        return {}
+
     def learn(self, name: str, rules: QueueRules) -> None:
         """Remember what the queue row said."""
         self.plain_queues[name] = rules.plain
         self.standard_queues[name] = rules.policy is Policy.STANDARD
+        self.keyed_unlimited_queues[name] = rules.keyed_unlimited
 
     def forget(self, name: str) -> None:
         """Drop the guesses about a queue (deleted, or its limit changed)."""
         self.plain_queues.pop(name, None)
         self.standard_queues.pop(name, None)
+        self.keyed_unlimited_queues.pop(name, None)
+
+    @functools.cached_property
+    def lock_free_keyed(self) -> bool:
+        """The engine claims keyed queues without the queue row's lock where it may: it has
+        SKIP LOCKED under READ COMMITTED (a stricter isolation would fail the recheck of a row
+        changed since the snapshot instead of skipping or re-reading it)."""
+        return self.capabilities.skip_locked and self.isolation in (
+            None,
+            Isolation.READ_COMMITTED,
+        )
 
     def _read_rules(self, queue: str, lock: str = "") -> Steps[QueueRules]:
         """Read (``lock``: and lock) the queue row; :class:`QueueNotFound` when missing."""
@@ -108,10 +143,7 @@ class QueueHintsMixin(EngineBase):
         would have had; work that the lock holder has not claimed yet shows as claimable, and
         then this fetcher waits for the lock as before.
         """
-        if not self.capabilities.skip_locked or self.isolation not in (
-            None,
-            Isolation.READ_COMMITTED,
-        ):
+        if not self.lock_free_keyed:
             return (yield from self._read_rules(queue, " FOR UPDATE"))
         rows = yield Statement(QUEUE_RULES.format(s=self.s) + " FOR UPDATE SKIP LOCKED", (queue,))
         if rows:
@@ -209,14 +241,91 @@ def keyed_claim_sql(
     # row rescanning the picked ones for each (measured: 3.4 s at 20,000 jobs). The array
     # costs at most one scan of the queue's queued rows there (9.9 ms), and one primary-key
     # probe per id once the table has statistics.
-    update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
-            heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
-            retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
-                               ELSE j.retry_count + 1 END
+    update = f"""UPDATE {s}.job j SET {CLAIM_ASSIGNMENTS}
         WHERE j.name = $1 AND j.id = ANY (ARRAY(SELECT p.id FROM picked p))
             AND j.state IN {queued}
         RETURNING {returned}"""
     return "WITH RECURSIVE " + ",\n".join(ctes) + "\n" + update
+
+
+CLAIM_ASSIGNMENTS = f"""state = 'active', started_on = now(),
+    heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
+    retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
+                       ELSE j.retry_count + 1 END"""
+"""The ``SET`` list of a claim's ``UPDATE`` of job ``j``."""
+
+
+def lock_free_claim_sql(
+    s: str,
+    policy: Policy,
+    *,
+    ignore_start_after: bool,
+    returned: str = RETURNED_JOB_COLUMNS,
+) -> str:
+    """The keyed claim without the queue row's lock, of a queue with a keyed ``policy`` and
+    neither a concurrency limit nor group limits: ``$1`` queue, ``$2`` batch size.
+
+    It picks each free key's head from the statement's snapshot (:func:`keyed_heads`), locks
+    the picked rows ``FOR UPDATE SKIP LOCKED`` (rechecking that they are still queued) and
+    claims them. Two fetchers that pick the same head: one locks it, the other skips it. Two
+    fetchers that pick different heads of one key (possible for ``singleton`` and ``stately``,
+    whose head may change between their snapshots: a newer job of higher priority, a job that
+    became due; for ``key_strict_fifo`` a send committed late with an older ``created_on``):
+    the second one's ``UPDATE`` hits the unique index ``job_policy_active`` (SQLSTATE 23505,
+    or 40P01 when two such claims wait on each other), which rolls its whole statement back
+    (:func:`claim_collided`: the plan runs again).
+
+    The queue row gates the claim (a queue paused or given a limit meanwhile is not served by
+    it), and the statement returns it in every row (columns ``queue_policy``,
+    ``queue_paused``, ``queue_concurrency_limit``, NULL when there is no such queue) beside
+    the claimed jobs' columns ``returned``, which are NULL in the one row of a claim that took
+    nothing: an empty fetch needs no second statement to tell "no jobs" from "no queue".
+    """
+    queued = in_list(QUEUED)
+    ctes = keyed_heads(s, policy, due_condition(ignore_start_after))
+    ctes.append(
+        """ordered AS (SELECT o.id FROM cand o
+            ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
+    )
+    ctes.append(
+        f"""rules AS (SELECT pq.policy, pq.paused, pq.concurrency_limit FROM {s}.queue pq
+            WHERE pq.name = $1)"""
+    )
+    ctes.append(
+        f"""locked AS (SELECT j.name, j.id FROM {s}.job j
+            WHERE j.name = $1 AND j.id = ANY (ARRAY(SELECT o.id FROM ordered o))
+                AND j.state IN {queued}
+                AND EXISTS (SELECT 1 FROM rules r WHERE NOT r.paused
+                    AND r.concurrency_limit IS NULL AND r.policy = '{policy.value}')
+            FOR UPDATE SKIP LOCKED)"""
+    )
+    ctes.append(
+        f"""claimed AS (UPDATE {s}.job j SET {CLAIM_ASSIGNMENTS}
+            FROM locked l WHERE j.name = $1 AND j.name = l.name AND j.id = l.id
+                AND j.state IN {queued}
+            RETURNING {returned})"""
+    )
+    return (
+        "WITH RECURSIVE "
+        + ",\n".join(ctes)
+        + """
+        SELECT r.policy AS queue_policy, r.paused AS queue_paused,
+            r.concurrency_limit AS queue_concurrency_limit, c.*
+        FROM (SELECT 1) one LEFT JOIN rules r ON true LEFT JOIN claimed c ON true"""
+    )
+
+
+UNIQUE_VIOLATION = "23505"
+DEADLOCK_DETECTED = "40P01"
+
+
+def claim_collided(sqlstate: str | None, _constraint: str | None) -> bool:
+    """A claim lost the race for a key to a concurrent claim (see
+    :func:`lock_free_claim_sql`): the only unique indexes a claim's ``UPDATE`` enters rows
+    into are the policies' indexes of active jobs, and two claims that each wait for the
+    other's entry end in a deadlock. The constraint's name is not checked: on a partitioned
+    table it is the partition's index."""
+    return sqlstate in (UNIQUE_VIOLATION, DEADLOCK_DETECTED)
 
 
 def due_condition(ignore_start_after: bool) -> str:
