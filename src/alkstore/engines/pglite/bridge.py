@@ -170,6 +170,16 @@ def _which(program: str) -> str:
     return found
 
 
+_NODE_ENV_DROPPED: Final = ("NODE_EXTRA_CA_CERTS",)
+"""Variables the ``node`` runs do without: Node 20 reads the extra CA certificates at start
+(0.12 s a start with a system bundle, measured), and the bridge makes no TLS connection."""
+
+
+def _node_env() -> dict[str, str]:
+    """The environment of the ``node`` runs: this process's, less :data:`_NODE_ENV_DROPPED`."""
+    return {k: v for k, v in os.environ.items() if k not in _NODE_ENV_DROPPED}
+
+
 def _check_node_version(node: str) -> tuple[int, ...]:
     with _node_versions_lock:
         cached = _node_versions.get(node)
@@ -178,6 +188,7 @@ def _check_node_version(node: str) -> tuple[int, ...]:
     try:
         out = subprocess.run(
             [node, "--version"],
+            env=_node_env(),
             capture_output=True,
             text=True,
             timeout=30,
@@ -692,6 +703,7 @@ def start_bridge(
             proc = subprocess.Popen(
                 argv,
                 cwd=install_dir,
+                env=_node_env(),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
