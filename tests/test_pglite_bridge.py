@@ -260,6 +260,27 @@ def test_client_dying_mid_transaction_is_rolled_back(mem_bridge: Bridge) -> None
         conn.execute("DROP TABLE txn_items")
 
 
+def test_prepared_statements_end_with_the_last_client(mem_bridge: Bridge) -> None:
+    psycopg = pytest.importorskip("psycopg")
+
+    def connect():  # type: ignore[no-untyped-def]
+        return psycopg.connect(mem_bridge.dsn, autocommit=True, connect_timeout=10)
+
+    # psycopg names a connection's prepared statements _pg3_0, _pg3_1, ... from scratch.
+    for i in range(3):
+        with connect() as conn:
+            assert conn.execute("SELECT %s::int", (i,), prepare=True).fetchone() == (i,)
+            prepared = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+            assert prepared == [("_pg3_0",)]
+    # One closed mid-transaction too: rolled back first, then its statements are gone.
+    conn = connect()
+    conn.execute("BEGIN")
+    conn.execute("SELECT 1", prepare=True)
+    conn.close()
+    with connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+
+
 def test_reconnect_right_after_close_is_not_refused(mem_bridge: Bridge) -> None:
     for i in range(25):
         with psycopg_connect(mem_bridge, connect_timeout=10) as conn:

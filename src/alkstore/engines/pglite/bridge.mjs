@@ -537,7 +537,8 @@ function installConnectionGate(srv, limit, queueTimeoutMs) {
     socket.once('close', () => {
       if (released) return
       released = true
-      setImmediate(() => {
+      setImmediate(async () => {
+        if (active === 1) await forgetPreparedStatements()
         active--
         admitWaiting()
       })
@@ -603,6 +604,23 @@ function installConnectionGate(srv, limit, queueTimeoutMs) {
       for (const entry of waiting.splice(0)) clearTimeout(entry.timer)
       for (const socket of sockets) socket.destroy()
     },
+  }
+}
+
+// A backend's prepared statements end with its connection; PGlite's outlive
+// the client that prepared them, in the one session every client shares. Once
+// the last active client has gone (pglite-socket has rolled back what it left
+// open: its listener ran first), they are deallocated before the next client is
+// admitted, so that a client naming its statements from scratch (psycopg's
+// _pg3_0, ...) never meets those of the one before. Clients served at the same
+// time still share them: alkstore prepares only on a bridge it started for
+// itself alone.
+async function forgetPreparedStatements() {
+  if (shuttingDown || !db || db.closed) return
+  try {
+    await db.exec('DEALLOCATE ALL')
+  } catch (err) {
+    log('could not deallocate the prepared statements of a closed client:', errorText(err))
   }
 }
 

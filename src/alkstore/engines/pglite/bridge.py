@@ -19,8 +19,11 @@ Facts worth knowing when connecting (pglite-socket 0.2, PGlite 0.5):
   ``queue_timeout`` seconds and are then refused with SQLSTATE 53300.
 * Any user name, password and database name are accepted; the session is always user
   ``postgres`` in database ``postgres``.
-* psycopg needs ``prepare_threshold=None``; asyncpg needs ``statement_cache_size=0`` and its
-  ``close()`` can hang (use ``terminate()`` after a timeout); pg8000 works as is.
+* Prepared statements outlive the client that made them until the last client served
+  disconnects: the bridge then deallocates them all. Clients served at the same time need
+  psycopg's ``prepare_threshold=None`` and asyncpg's ``statement_cache_size=0`` (their
+  statement names would collide); asyncpg's ``close()`` can hang (use ``terminate()`` after a
+  timeout); pg8000 works as is.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ session: the bridge serves one backend session, shared by every client connectio
 transactions running one at a time. The engine therefore declares ``single_connection``: the
 store opens exactly one connection, serialises every operation on it (the pool of one is the
 lock), and turns off client-side prepared statements, which would collide in the shared
-session.
+session, unless it started the bridge itself (``pglite://``): then it is the only client,
+and the bridge deallocates them when a client disconnects.
 """
 
 from __future__ import annotations
