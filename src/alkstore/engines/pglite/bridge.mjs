@@ -44,6 +44,9 @@
 //     connections are closed at once (PGlite cannot cancel), non-3.x startup
 //     packets get an error;
 //   * a client's Terminate message closes its socket (asyncpg waits for that);
+//   * the messages a client has sent run in one pass of PGlite, with one write
+//     of the replies (pglite-socket runs and answers them one by one);
+//   * prepared statements are deallocated once the last client has gone;
 //   * if PGlite fails while executing a message the bridge exits with status 1
 //     (pglite-socket's query queue would otherwise stall forever);
 //   * a watchdog thread kills the bridge if its parent died and the main
