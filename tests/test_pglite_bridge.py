@@ -260,6 +260,61 @@ def test_client_dying_mid_transaction_is_rolled_back(mem_bridge: Bridge) -> None
         conn.execute("DROP TABLE txn_items")
 
 
+def test_prepared_statements_end_with_the_last_client(mem_bridge: Bridge) -> None:
+    psycopg = pytest.importorskip("psycopg")
+
+    def connect():  # type: ignore[no-untyped-def]
+        return psycopg.connect(mem_bridge.dsn, autocommit=True, connect_timeout=10)
+
+    # psycopg names a connection's prepared statements _pg3_0, _pg3_1, ... from scratch.
+    for i in range(3):
+        with connect() as conn:
+            assert conn.execute("SELECT %s::int", (i,), prepare=True).fetchone() == (i,)
+            prepared = conn.execute("SELECT name FROM pg_prepared_statements").fetchall()
+            assert prepared == [("_pg3_0",)]
+    # One closed mid-transaction too: rolled back first, then its statements are gone.
+    conn = connect()
+    conn.execute("BEGIN")
+    conn.execute("SELECT 1", prepare=True)
+    conn.close()
+    with connect() as conn:
+        assert conn.execute("SELECT count(*) FROM pg_prepared_statements").fetchone() == (0,)
+
+
+def test_pipelined_messages_after_an_error_still_run_in_order(mem_bridge: Bridge) -> None:
+    # Messages sent in one write go to PGlite in one pass: the error of the first statement
+    # must end at its Sync, and the replies come back in order.
+    def query(sql: str) -> bytes:
+        body = sql.encode() + b"\x00"
+        return b"Q" + (len(body) + 4).to_bytes(4, "big") + body
+
+    def extended(sql: str) -> bytes:
+        def msg(kind: bytes, body: bytes) -> bytes:
+            return kind + (len(body) + 4).to_bytes(4, "big") + body
+
+        return (
+            msg(b"P", b"\x00" + sql.encode() + b"\x00\x00\x00")
+            + msg(b"B", b"\x00\x00" + b"\x00\x00" + b"\x00\x00" + b"\x00\x00")
+            + msg(b"E", b"\x00\x00\x00\x00\x00")
+            + msg(b"S", b"")
+        )
+
+    sock = _started_socket(mem_bridge)
+    try:
+        sock.sendall(
+            extended("SELECT 1/0") + extended("SELECT 'after an error'") + query("SELECT 'simple'")
+        )
+        got = b""
+        while got.count(b"Z\x00\x00\x00\x05") < 3:  # three ReadyForQuery
+            chunk = sock.recv(65536)
+            assert chunk, "bridge closed the connection"
+            got += chunk
+    finally:
+        sock.close()
+    assert b"22012" in got  # division by zero
+    assert got.index(b"22012") < got.index(b"after an error") < got.index(b"simple")
+
+
 def test_reconnect_right_after_close_is_not_refused(mem_bridge: Bridge) -> None:
     for i in range(25):
         with psycopg_connect(mem_bridge, connect_timeout=10) as conn:
@@ -426,8 +481,8 @@ def test_bridge_dies_with_its_python_parent(data_dir: Path) -> None:
             parent.wait(10)
 
 
-def _wedge(b: Bridge) -> None:
-    """Send a protocol-violating message: PGlite answers FATAL and then spins forever."""
+def _started_socket(b: Bridge) -> socket.socket:
+    """A raw client socket past the startup message, at the first ReadyForQuery."""
     startup = b"\x00\x03\x00\x00user\x00postgres\x00\x00"
     startup = (len(startup) + 4).to_bytes(4, "big") + startup
     sock = socket.create_connection((b.host, b.port), timeout=10)
@@ -437,6 +492,12 @@ def _wedge(b: Bridge) -> None:
         chunk = sock.recv(65536)
         assert chunk, "bridge closed the connection during startup"
         got += chunk
+    return sock
+
+
+def _wedge(b: Bridge) -> None:
+    """Send a protocol-violating message: PGlite answers FATAL and then spins forever."""
+    sock = _started_socket(b)
     sock.sendall(b"\x01\x00\x00\x00\x04")  # message type 1 does not exist
     assert sock.recv(1) == b"E"
     sock.close()

@@ -928,8 +928,10 @@ class ConnectOptions:
             )
 
     def settings(self, target: Target) -> DriverSettings:
-        """Driver settings: one connection, no prepared statements, on single-session engines;
-        behind a transaction pooler no prepared statements and no session setup either
+        """Driver settings: one connection on single-session engines, and no prepared
+        statements there unless the store is the session's only client (a ``pglite://``
+        bridge it started, which forgets them when a client disconnects); behind a
+        transaction pooler no prepared statements and no session setup either
         (docs/engines.md, "PostgreSQL versions and PgBouncer"); the timeouts resolved from
         these options, the DSN and the defaults (docs/deployment.md, "Timeouts")."""
         name = "postgres" if target.requested == AUTO else target.requested
@@ -945,7 +947,7 @@ class ConnectOptions:
         )
         return DriverSettings(
             pool_size=1 if single else self.pool_size,
-            prepared_statements=not (single or pooled),
+            prepared_statements=not pooled and (not single or target.sole_client),
             session_setup=() if pooled else engine.session_setup,
             connect_timeout=timeouts.connect,
             server_settings=timeouts.server_settings,

@@ -41,6 +41,8 @@ class Target:
     """Releases what resolving started (the PGlite bridge); idempotent."""
     after_migrate: Callable[[], None] = _nothing
     """Called once the store has migrated the schema (caches a fresh PGlite database)."""
+    sole_client: bool = False
+    """The store is the only client of a server it started (a ``pglite://`` bridge)."""
 
     @property
     def needs_detection(self) -> bool:
@@ -69,7 +71,9 @@ def resolve_target(
 
         template = None if migrated is None else Template.for_schema(*migrated)
         real_dsn, close, after_migrate = open_pglite(dsn, template)
-        return Target(PGLITE_SCHEME, real_dsn, close=close, after_migrate=after_migrate)
+        return Target(
+            PGLITE_SCHEME, real_dsn, close=close, after_migrate=after_migrate, sole_client=True
+        )
     if scheme not in ("postgres", "postgresql"):
         raise InvalidOptions("dsn", dsn, "must be a postgresql:// or pglite:// URI")
     return Target(engine or "postgres", dsn)

@@ -31,7 +31,8 @@ class DriverSettings:
     pool_size: int = 10
     """Most connections open at once (1 when the engine needs a single connection)."""
     prepared_statements: bool = True
-    """Let the client library prepare statements (off for PGlite's shared session)."""
+    """Let the client library prepare statements (off for a PGlite session shared with clients
+    the store does not know of)."""
     connect_timeout: float = 10.0
     """Seconds to wait for a connection."""
     server_settings: tuple[tuple[str, str], ...] = ()

@@ -44,6 +44,9 @@
 //     connections are closed at once (PGlite cannot cancel), non-3.x startup
 //     packets get an error;
 //   * a client's Terminate message closes its socket (asyncpg waits for that);
+//   * the messages a client has sent run in one pass of PGlite, with one write
+//     of the replies (pglite-socket runs and answers them one by one);
+//   * prepared statements are deallocated once the last client has gone;
 //   * if PGlite fails while executing a message the bridge exits with status 1
 //     (pglite-socket's query queue would otherwise stall forever);
 //   * a watchdog thread kills the bridge if its parent died and the main
@@ -68,6 +71,13 @@ const TERMINATE = 0x58 // 'X'
 const MAX_STARTUP_LENGTH = 10000 // PostgreSQL's own limit on a startup packet
 const PREAMBLE_TIMEOUT_MS = 60000 // a client that connects but never starts up
 const WATCHDOG_INTERVAL_MS = 500
+// initdb writes shared_buffers = 128MB into postgresql.conf. PGlite's mmap
+// zero-fills the shared memory with memset in WASM at every start: with 128MB
+// that was about 110 ms of a reopened data directory's start (a CPU profile of
+// the bridge), with 32MB about a quarter of it. The demo drain used no more
+// bridge CPU per job at 32MB than at 128MB (16MB: 5 % more). Given on the
+// command line, so a data directory's own postgresql.conf is left alone.
+const SHARED_BUFFERS = '32MB'
 const WATCHDOG_GRACE_MS =
   Number(process.env.ALKSTORE_PGLITE_WATCHDOG_GRACE_MS) > 0
     ? Number(process.env.ALKSTORE_PGLITE_WATCHDOG_GRACE_MS)
@@ -411,6 +421,76 @@ function exitOnPGliteFailure(pglite) {
   }
 }
 
+// pglite-socket runs each protocol message of a client through PGlite on its
+// own (a queue entry, the exclusive lock, one pass of PGlite's main loop) and
+// writes each piece of output to the socket as PGlite produces it: a statement
+// sent the extended way (Parse, Bind, Describe, Execute, Sync) cost five passes
+// and five or more socket writes, each a TCP segment (pglite-socket sets
+// TCP_NODELAY). Measured on the demo drain, the socket writes alone were a fifth
+// of the bridge's CPU. This replaces the handler's message loop: every complete
+// message that has arrived goes to PGlite in one pass (its main loop reads them
+// in turn, like a backend reads a pipeline), whose output PGlite flushes once,
+// at its end: one write. The startup message and Terminate still go on their
+// own: PGlite recognises them by the first byte of what it is given.
+// Returns whether pglite-socket's handler had the expected shape.
+function batchClientMessages(Handler) {
+  const proto = Handler && Handler.prototype
+  if (!proto || typeof proto.handleData !== 'function') return false
+  proto.handleData = async function batchedHandleData(data) {
+    if (!this.socket || !this.active) return 0
+    this.messageBuffer = this.messageBuffer.length === 0 ? data : Buffer.concat([this.messageBuffer, data])
+    // One loop per client drains the buffer (what arrives meanwhile joins the
+    // next pass), so its replies are written in the order of its messages.
+    if (this.alkstoreDraining) return 0
+    this.alkstoreDraining = true
+    try {
+      return await drainMessages(this)
+    } finally {
+      this.alkstoreDraining = false
+    }
+  }
+  return true
+}
+
+async function drainMessages(h) {
+  let outgoing = 0
+  for (;;) {
+    const size = nextBatchSize(h.messageBuffer, h.alkstoreStarted === true)
+    if (size === 0 || !h.active || !h.socket) break
+    const batch = h.messageBuffer.subarray(0, size)
+    h.messageBuffer = h.messageBuffer.subarray(size)
+    h.alkstoreStarted = true
+    await h.queryQueue.enqueue(h.id, new Uint8Array(batch), (out) => {
+      // Written at once (a copy: `out` is a view into PGlite's memory): a FATAL
+      // error reaches the client even if PGlite then never returns.
+      if (out.length === 0 || !h.socket || !h.socket.writable || !h.active) return
+      outgoing += out.length
+      h.socket.write(Buffer.from(out))
+    })
+  }
+  return outgoing
+}
+
+// The bytes at the head of `buf` that form the next pass for PGlite: the
+// startup message alone (`started` false), else every complete message before
+// the first incomplete one, with a Terminate ('X') alone. 0: nothing complete.
+function nextBatchSize(buf, started) {
+  if (!started) {
+    if (buf.length < 8) return 0
+    const len = buf.readInt32BE(0)
+    return buf.length >= len ? len : 0
+  }
+  let size = 0
+  while (buf.length - size >= 5) {
+    const type = buf[size]
+    const len = 1 + buf.readInt32BE(size + 1)
+    if (len < 5 || buf.length - size < len) break
+    if (type === TERMINATE) return size === 0 ? len : size
+    size += len
+  }
+  return size
+}
+
 // Initialising a fresh database leaves a few hundred MB behind (initdb's WASM
 // memory, buffers) that V8 has no reason to collect soon: measured RSS of a
 // fresh in-memory bridge drops from ~750 MB to ~450 MB after this. Two full
@@ -460,7 +540,8 @@ function installConnectionGate(srv, limit, queueTimeoutMs) {
     socket.once('close', () => {
       if (released) return
       released = true
-      setImmediate(() => {
+      setImmediate(async () => {
+        if (active === 1) await forgetPreparedStatements()
         active--
         admitWaiting()
       })
@@ -526,6 +607,23 @@ function installConnectionGate(srv, limit, queueTimeoutMs) {
       for (const entry of waiting.splice(0)) clearTimeout(entry.timer)
       for (const socket of sockets) socket.destroy()
     },
+  }
+}
+
+// A backend's prepared statements end with its connection; PGlite's outlive
+// the client that prepared them, in the one session every client shares. Once
+// the last active client has gone (pglite-socket has rolled back what it left
+// open: its listener ran first), they are deallocated before the next client is
+// admitted, so that a client naming its statements from scratch (psycopg's
+// _pg3_0, ...) never meets those of the one before. Clients served at the same
+// time still share them: alkstore prepares only on a bridge it started for
+// itself alone.
+async function forgetPreparedStatements() {
+  if (shuttingDown || !db || db.closed) return
+  try {
+    await db.exec('DEALLOCATE ALL')
+  } catch (err) {
+    log('could not deallocate the prepared statements of a closed client:', errorText(err))
   }
 }
 
@@ -627,10 +725,11 @@ async function dumpTo(target) {
 }
 
 // The options for PGlite.create: a fresh database starts as a copy of
-// --load-data-dir when given (PGlite refuses to load over an existing one).
-function createOptions(dataDir) {
+// --load-data-dir when given (PGlite refuses to load over an existing one), and
+// every start sets shared_buffers (see SHARED_BUFFERS).
+function createOptions(PGlite, dataDir, fresh) {
   const options = dataDir === null ? {} : { dataDir }
-  const fresh = dataDir === null || !existsSync(path.join(dataDir, 'PG_VERSION'))
+  options.startParams = [...PGlite.defaultStartParams, '-c', `shared_buffers=${SHARED_BUFFERS}`]
   if (opts.loadDataDir !== null && fresh) {
     options.loadDataDir = new Blob([readFileSync(opts.loadDataDir)])
   }
@@ -650,7 +749,7 @@ async function main() {
   }
 
   const { PGlite } = await import('@electric-sql/pglite')
-  const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
+  const { PGLiteSocketServer, PGLiteSocketHandler } = await import('@electric-sql/pglite-socket')
 
   let dataDir = null
   if (opts.dataDir !== null) {
@@ -658,7 +757,9 @@ async function main() {
   }
   // A plain path selects PGlite's NodeFS (a real directory on disk);
   // no argument selects the in-memory filesystem.
-  const createWith = createOptions(dataDir)
+  // A fresh database is made now: by initdb, or from the --load-data-dir tarball.
+  const fresh = dataDir === null || !existsSync(path.join(dataDir, 'PG_VERSION'))
+  const createWith = createOptions(PGlite, dataDir, fresh)
   const loaded = createWith.loadDataDir !== undefined
   db = await PGlite.create(createWith)
   if (shuttingDown) return
@@ -676,6 +777,11 @@ async function main() {
     maxConnections: opts.maxConnections + MAX_QUEUED_CONNECTIONS,
   })
   gate = installConnectionGate(server, opts.maxConnections, opts.queueTimeoutMs)
+  // The batching relies on preamble() (in the gate) having consumed SSL and
+  // GSSENC requests: the first message a handler sees is the startup message.
+  if (gate !== null && !batchClientMessages(PGLiteSocketHandler)) {
+    log('message batching unavailable; each client message runs on its own')
+  }
   if (gate === null) {
     // Unknown pglite-socket internals: fall back to its own (racy) limit.
     log('connection gate unavailable; extra connections are refused immediately')
@@ -703,8 +809,13 @@ async function main() {
   if (!boundPort) throw new Error(`could not determine the bound port (${server.getServerConn()})`)
   if (shuttingDown) return
 
-  await collectGarbage()
-  if (shuttingDown) return
+  if (fresh) {
+    // Only making a database leaves garbage worth collecting before serving; on
+    // a reopened data directory the collection freed nothing measurable (RSS
+    // ~190 MB before and after) and cost two event-loop turns plus the GC.
+    await collectGarbage()
+    if (shuttingDown) return
+  }
   readyPrinted = true
   emitLine({
     ready: true,
