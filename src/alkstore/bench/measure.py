@@ -89,7 +89,8 @@ def local_postmaster(dsn: str) -> int | None:
     processes readable in ``/proc``), else None."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT pg_backend_pid()").fetchone()
-    backend = None if row is None else _stat(int(row[0]))
+        # Read while the connection is open: its backend process ends with it.
+        backend = None if row is None else _stat(int(row[0]))
     return None if backend is None else int(backend[1])
 
 

@@ -7,7 +7,8 @@ the order they were sent, and new rows land at the right edge of the primary-key
 
 A batch's ids are made together (:func:`new_ids`): one clock read, one call for the random
 bytes and one lock for all of them. Made one by one they were the largest part of the
-client's work in a 1,000-job ``send_many`` (docs/benchmarks.md, "Sending").
+client's work in a 1,000-job ``send_many`` (docs/benchmarks.md, "Quiet machine, 2026-12-01
+afternoon").
 """
 
 from __future__ import annotations
