@@ -46,6 +46,30 @@ def _fetch_in_thread(store: alkstore.Store, result: dict[str, Any]) -> threading
     return thread
 
 
+def _fetch_while_the_row_is_locked(store: alkstore.Store, dsn: str, schema: str) -> list[Any]:
+    """What a fetch returns while another session holds the queue row's lock; it must
+    return while the lock is still held."""
+    result: dict[str, Any] = {}
+    with psycopg.connect(dsn) as locker:
+        _lock_queue_row(locker, schema)
+        fetcher = _fetch_in_thread(store, result)
+        fetcher.join(timeout=30)
+        assert not fetcher.is_alive()  # the lock is still held: the fetch did not wait
+        locker.rollback()
+    jobs: list[Any] = result["jobs"]
+    return jobs
+
+
+def _one_busy_key_and_one_free(store: alkstore.Store) -> tuple[Any, Any]:
+    """Key "a" with an active job and one queued behind it, key "b" with a queued job."""
+    busy = store.send("q", "busy", singleton_key="a")
+    free = store.send("q", "free", singleton_key="b")
+    store.send("q", "behind busy", singleton_key="a")
+    (first,) = store.fetch("q")
+    assert first.id == busy
+    return busy, free
+
+
 @KEYED
 def test_a_keyed_fetch_with_nothing_claimable_returns_without_waiting(pg_dsn, schema_name, policy):
     with alkstore.connect(pg_dsn, schema=schema_name) as store:
@@ -53,15 +77,7 @@ def test_a_keyed_fetch_with_nothing_claimable_returns_without_waiting(pg_dsn, sc
         store.send("q", "first", singleton_key="a")
         (active,) = store.fetch("q")
         behind = store.send("q", "second", singleton_key="a")
-        result: dict[str, Any] = {}
-        with psycopg.connect(pg_dsn) as locker:
-            _lock_queue_row(locker, schema_name)
-            fetcher = _fetch_in_thread(store, result)
-            fetcher.join(timeout=30)
-            # The lock is still held: the fetch did not queue behind it.
-            assert not fetcher.is_alive()
-            assert result["jobs"] == []
-            locker.rollback()
+        assert _fetch_while_the_row_is_locked(store, pg_dsn, schema_name) == []
         store.complete("q", active)
         assert [j.id for j in store.fetch("q")] == [behind]
 
@@ -70,11 +86,7 @@ def test_a_keyed_fetch_with_nothing_claimable_returns_without_waiting(pg_dsn, sc
 def test_a_keyed_fetch_waits_for_the_lock_when_a_job_is_claimable(pg_dsn, schema_name, policy):
     with alkstore.connect(pg_dsn, schema=schema_name) as store:
         store.create_queue("q", policy=policy, concurrency_limit=LIMITED)
-        busy = store.send("q", "busy", singleton_key="a")
-        free = store.send("q", "free", singleton_key="b")
-        store.send("q", "behind busy", singleton_key="a")
-        (first,) = store.fetch("q")
-        assert first.id == busy
+        _busy, free = _one_busy_key_and_one_free(store)
         result: dict[str, Any] = {}
         with (
             psycopg.connect(pg_dsn) as locker,
@@ -95,20 +107,10 @@ def test_a_keyed_fetch_waits_for_the_lock_when_a_job_is_claimable(pg_dsn, schema
 def test_an_unlimited_keyed_fetch_does_not_wait_for_the_queue_row(pg_dsn, schema_name, policy):
     with alkstore.connect(pg_dsn, schema=schema_name) as store:
         store.create_queue("q", policy=policy)
-        busy = store.send("q", "busy", singleton_key="a")
-        free = store.send("q", "free", singleton_key="b")
-        store.send("q", "behind busy", singleton_key="a")
-        (first,) = store.fetch("q")
-        assert first.id == busy
-        result: dict[str, Any] = {}
-        with psycopg.connect(pg_dsn) as locker:
-            _lock_queue_row(locker, schema_name)
-            fetcher = _fetch_in_thread(store, result)
-            fetcher.join(timeout=30)
-            # The row is still locked: the claim never asked for it.
-            assert not fetcher.is_alive()
-            locker.rollback()
-        assert [j.id for j in result["jobs"]] == [free]
+        _busy, free = _one_busy_key_and_one_free(store)
+        # The claim never asks for the row's lock.
+        jobs = _fetch_while_the_row_is_locked(store, pg_dsn, schema_name)
+        assert [j.id for j in jobs] == [free]
 
 
 ACTIVE_OF_KEY_A = """SELECT id FROM {s}.job WHERE name = 'q' AND state = 'active'
