@@ -159,10 +159,9 @@ class Operations:
                 raise InvalidOptions(
                     f"jobs[{index}]", spec, "must be a mapping: {'data': ..., **options}"
                 )
-            if len(spec) == 1 and "data" in spec:  # no options: most jobs of a large batch
-                built.append(NewJob.build(spec["data"], NO_OPTIONS, make_id))
-                continue
-            options = {k: v for k, v in spec.items() if k != "data"}
+            # Most jobs of a large batch have no options: no dict to build for them.
+            plain = len(spec) == 1 and "data" in spec
+            options = {} if plain else {k: v for k, v in spec.items() if k != "data"}
             built.append(_new_job(spec.get("data"), options, make_id))
         if not built:
             return self.engine.get_queue(queue).then(functools.partial(_nothing_sent, queue))

@@ -49,6 +49,7 @@ from .drivers.base import (
     AsyncDriver,
     AsyncSession,
     AsyncSource,
+    ErrorInfo,
     SyncDriver,
     SyncSession,
     SyncSource,
@@ -164,12 +165,11 @@ def _translate(
             return serialization_pause(attempt, random.random())
         if plan.on_contention is not None:
             return None
-    if plan.lost_race is not None and plan.lost_race(info.sqlstate, info.constraint):
-        # The plan ran in a transaction or savepoint of its own, or alone outside any.
-        if attempt < MAX_RACE_RERUNS:
-            return 0.0
-        if plan.on_contention is not None:
-            return None
+    # A plan that may lose a race ran in a transaction or savepoint of its own, or alone
+    # outside any: running it again redoes all of its work.
+    rerun = _after_lost_race(plan, info, attempt)
+    if rerun is not None:
+        return 0.0 if rerun else None
     mapped = plan.map_error(info.sqlstate, info.constraint)
     if mapped is not None:
         raise mapped from exc
@@ -179,6 +179,17 @@ def _translate(
             f"statement_timeout or lock_timeout); it was rolled back: {exc}"
         ) from exc
     raise exc
+
+
+def _after_lost_race(plan: Plan[T], info: ErrorInfo, attempt: int) -> bool | None:
+    """For the error ``info`` of run ``attempt``: True to run the plan again after it lost a
+    race (:attr:`~.core.plans.Plan.lost_race`), False when its contention result stands
+    (the reruns are spent), None when the error is no lost race it can settle."""
+    if plan.lost_race is None or not plan.lost_race(info.sqlstate, info.constraint):
+        return None
+    if attempt < MAX_RACE_RERUNS:
+        return True
+    return False if plan.on_contention is not None else None
 
 
 def _contention_result(plan: Plan[T]) -> T:
@@ -317,13 +328,10 @@ def _rerun_after(
     """On a held session: whether ``plan`` lost a race and may run again (else its
     contention result stands, or ``exc`` is raised: see :func:`run_held`)."""
     info = driver.error_info(exc)
-    if plan.lost_race is None or info is None or not plan.lost_race(info.sqlstate, info.constraint):
+    rerun = None if info is None else _after_lost_race(plan, info, attempt)
+    if rerun is None:
         raise exc
-    if attempt < MAX_RACE_RERUNS:
-        return True
-    if plan.on_contention is None:
-        raise exc
-    return False
+    return rerun
 
 
 def run_held(session: SyncSession, driver: SyncDriver, plan: Plan[T]) -> T:

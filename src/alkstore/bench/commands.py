@@ -362,7 +362,8 @@ def _medians(rows: Sequence[Row]) -> tuple[float | None, float | None]:
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
-    return round(a / b, 3) if a and b else None
+    """``a / b``, or None when either is missing or zero."""
+    return a / b if a and b else None
 
 
 # --- contention ----------------------------------------------------------------------------
@@ -448,7 +449,7 @@ def _pair(driver: str, consumers: int, batch: int, locked: Row, lockfree: Row) -
         "atomic_update_jobs_per_s": b
         if lockfree.get("available", True)
         else f"not available: {lockfree.get('reason')}",
-        "ratio": b / a if a and b else None,
+        "ratio": _ratio(b, a),
         "skip_locked_empty": value(locked, "empty_fetches"),
         "atomic_update_empty": value(lockfree, "empty_fetches"),
         "atomic_update_p99_ms": value(lockfree, "fetch_p99_ms"),
@@ -842,8 +843,7 @@ def _ratios(rows: Sequence[Row], names: Sequence[str]) -> list[Row]:
                 row[f"{name} ratio"] = None
             else:
                 row[name] = peer["jobs_per_s"]
-                theirs = peer["jobs_per_s"]
-                row[f"{name} ratio"] = best / theirs if best and theirs else None
+                row[f"{name} ratio"] = _ratio(best, peer["jobs_per_s"])
         out.append(row)
     return out
 

@@ -3,6 +3,7 @@ effective capabilities, isolation) and the plan builders that apply them."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Self, TypeVar
 
@@ -65,6 +66,19 @@ class EngineBase:
     def after_install(self) -> Iterable[Statement]:
         """Statements run right after a fresh install, in the same transaction."""
         return []
+
+    @functools.cached_property
+    def _built_sql(self) -> dict[tuple[Any, ...], str]:
+        return {}
+
+    def built_once(self, shape: tuple[Any, ...], build: Callable[[], str]) -> str:
+        """The SQL of ``shape`` (a tuple naming the statement and its variant), made by
+        ``build`` the first time this engine asks for it and kept: the claim statements are
+        composed from many fragments, and composing them per call showed in profiles."""
+        sql = self._built_sql.get(shape)
+        if sql is None:
+            sql = self._built_sql[shape] = build()
+        return sql
 
     def _plan(self, name: str, steps: Any, *, transaction: bool = False, **kw: Any) -> Plan[Any]:
         caps = self.capabilities

@@ -33,8 +33,8 @@ from .policies import (
 from .settle import SettleMixin, complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
-    RETURNED_LEAN_JOB_COLUMNS,
     accepted,
+    returned_columns,
     seconds_after,
     target_params,
 )
@@ -185,10 +185,6 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         """The claim strategy, from the effective capabilities."""
         return claim_for(self.capabilities)
 
-    @functools.cached_property
-    def _claim_sqls(self) -> dict[tuple[str, bool, bool], str]:
-        return {}
-
     def _claim_sql(self, kind: str, full: bool, one: bool) -> str:
         """The ``kind`` (``fetch`` or ``complete_and_fetch``) statement returning ``full``
         jobs (else lean ones), claiming ``one`` job or up to ``$2``; built once per engine.
@@ -198,15 +194,14 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         the plans made for the values; under a limit it cannot see (``$2``) it costs a tenth
         of the queue, so every claim was planned anew: about 240 µs of server CPU a call,
         twice the claim's execution at one job a fetch (docs/benchmarks.md)."""
-        shape = (kind, full, one)
-        if shape not in self._claim_sqls:
-            returned = RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS
+
+        def build() -> str:
+            returned = returned_columns(full)
             if kind == "fetch":
-                sql = self.claim.fetch_sql(self.s, returned, "1" if one else "$2")
-            else:
-                sql = self.claim.complete_and_fetch_sql(self.s, returned, one=one)
-            self._claim_sqls[shape] = sql
-        return self._claim_sqls[shape]
+                return self.claim.fetch_sql(self.s, returned, "1" if one else "$2")
+            return self.claim.complete_and_fetch_sql(self.s, returned, one=one)
+
+        return self.built_once(("claim", kind, full, one), build)
 
     def _plain_claim(self, queue: str, batch_size: int, full: bool) -> Statement:
         """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else lean)."""
@@ -285,21 +280,17 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             serial=keyed_claims_of(queue),
         )
 
-    @functools.cached_property
-    def _lock_free_sqls(self) -> dict[tuple[Policy, bool, bool], str]:
-        return {}
-
     def _lock_free_sql(self, policy: Policy, ignore_start_after: bool, full: bool) -> str:
         """:func:`.policies.lock_free_claim_sql` of one shape, built once per engine."""
-        shape = (policy, ignore_start_after, full)
-        if shape not in self._lock_free_sqls:
-            self._lock_free_sqls[shape] = lock_free_claim_sql(
+        return self.built_once(
+            ("lock-free", policy, ignore_start_after, full),
+            lambda: lock_free_claim_sql(
                 self.s,
                 policy,
                 ignore_start_after=ignore_start_after,
-                returned=RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS,
-            )
-        return self._lock_free_sqls[shape]
+                returned=returned_columns(full),
+            ),
+        )
 
     def _lock_free_jobs(self, queue: str, rows: list[Row], full: bool) -> list[Job]:
         """The jobs a lock-free keyed claim returned, in fetch order; learns the queue row
@@ -392,26 +383,22 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             serial=keyed_claims_of(queue),
         )
 
-    @functools.cached_property
-    def _keyed_sqls(self) -> dict[tuple[Policy, bool, bool, bool, bool], str]:
-        return {}
-
     def _keyed_sql(
         self, policy: Policy, ignore_start_after: bool, grouped: bool, limited: bool, full: bool
     ) -> str:
         """The keyed claim statement of one shape (``full``: returning full jobs, else lean
         ones), built once per engine."""
-        shape = (policy, ignore_start_after, grouped, limited, full)
-        if shape not in self._keyed_sqls:
-            self._keyed_sqls[shape] = keyed_claim_sql(
+        return self.built_once(
+            ("keyed", policy, ignore_start_after, grouped, limited, full),
+            lambda: keyed_claim_sql(
                 self.s,
                 policy,
                 ignore_start_after=ignore_start_after,
                 grouped=grouped,
                 limited=limited,
-                returned=RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS,
-            )
-        return self._keyed_sqls[shape]
+                returned=returned_columns(full),
+            ),
+        )
 
     def complete_and_fetch(
         self,

@@ -158,16 +158,12 @@ class QueueHintsMixin(EngineBase):
             return None
         return (yield from self._read_rules(queue, " FOR UPDATE"))
 
-    @functools.cached_property
-    def _probe_sqls(self) -> dict[tuple[Policy, bool], str]:
-        return {}
-
     def _probe_sql(self, policy: Policy, ignore_start_after: bool) -> str:
         """:func:`claimable_probe_sql` of one shape, built once per engine."""
-        shape = (policy, ignore_start_after)
-        if shape not in self._probe_sqls:
-            self._probe_sqls[shape] = claimable_probe_sql(self.s, policy, ignore_start_after)
-        return self._probe_sqls[shape]
+        return self.built_once(
+            ("probe", policy, ignore_start_after),
+            lambda: claimable_probe_sql(self.s, policy, ignore_start_after),
+        )
 
 
 def keyed_claim_sql(

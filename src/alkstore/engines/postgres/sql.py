@@ -35,6 +35,13 @@ LEAN_JOB_COLUMNS = (
 metadata returns only these."""
 RETURNED_LEAN_JOB_COLUMNS = ", ".join("j." + c.strip() for c in LEAN_JOB_COLUMNS.split(","))
 """:data:`LEAN_JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
+
+
+def returned_columns(full: bool) -> str:
+    """:data:`RETURNED_JOB_COLUMNS` for full jobs, else :data:`RETURNED_LEAN_JOB_COLUMNS`."""
+    return RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS
+
+
 LATEST_TIME = "'9999-12-31 23:59:59.999999+00'::timestamptz"
 """The latest time Python's datetime holds. A job blocked in a flow waits with
 ``start_after`` and ``keep_until`` at ``'infinity'``, which psycopg cannot read; reads show it
