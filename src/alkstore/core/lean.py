@@ -77,7 +77,8 @@ class LeanJob(Job):
             get("group_id"),
             get("group_tier"),
             as_time(get("created_on")),
-            read_trace_context(row.get("trace_context")),
+            # Kept as the column's text until read (see _trace_context).
+            row.get("trace_context"),
         )
 
     @classmethod
@@ -125,6 +126,25 @@ def _absent(name: str) -> property:
 
 for _name in METADATA_FIELDS:
     setattr(LeanJob, _name, _absent(_name))
+
+_TRACE_SLOT = Job.__dict__["trace_context"]
+
+
+def _trace_context(self: LeanJob) -> dict[str, str] | None:
+    # A fetched job holds its stored context as the column's text and reads it on first use:
+    # most fetches never look at it (only a processing span or the application does), and
+    # building a mapping per job was a measurable part of the instrumented drain's client
+    # CPU (docs/observability.md, "Overhead").
+    stored = _TRACE_SLOT.__get__(self, LeanJob)
+    if isinstance(stored, str):
+        stored = read_trace_context(stored)
+        _TRACE_SLOT.__set__(self, stored)
+    return stored  # type: ignore[no-any-return]
+
+
+LeanJob.trace_context = property(  # type: ignore[assignment]
+    _trace_context, doc="The job's trace context (see :attr:`.records.Job.trace_context`)."
+)
 
 
 def lean_jobs(jobs: list[Job]) -> list[Job]:

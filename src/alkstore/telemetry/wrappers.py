@@ -7,8 +7,7 @@ import functools
 import inspect
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -48,7 +47,7 @@ def wrap_sync(name: str, method: Callable[..., Any], tools: Instruments) -> Call
     @functools.wraps(method)
     def measured(queue: str, *args: Any, **kwargs: Any) -> Any:
         args = _settled_ids(name, args, kwargs)
-        with _measure(tools, name, queue, args) as span:
+        with _Measured(tools, name, queue, args) as span:
             args = _carry(name, args, kwargs)
             result = method(queue, *args, **kwargs)
             _count(tools, name, queue, span, result)
@@ -70,7 +69,7 @@ def wrap_async(name: str, method: Callable[..., Any], tools: Instruments) -> Cal
     @functools.wraps(method)
     async def measured(queue: str, *args: Any, **kwargs: Any) -> Any:
         args = _settled_ids(name, args, kwargs)
-        with _measure(tools, name, queue, args) as span:
+        with _Measured(tools, name, queue, args) as span:
             args = _carry(name, args, kwargs)
             result = await method(queue, *args, **kwargs)
             _count(tools, name, queue, span, result)
@@ -84,7 +83,7 @@ def _process_sync(handler: Callable[..., Any], queue: str, tools: Instruments) -
     # worker still sees whether it takes a context.
     @functools.wraps(handler)
     def process(arg: Any, *rest: Any) -> Any:
-        with _measure(tools, "process", queue, (arg,), *_creation(arg)):
+        with _Measured(tools, "process", queue, (arg,), *_creation(arg)):
             return handler(arg, *rest)
 
     return process
@@ -93,7 +92,7 @@ def _process_sync(handler: Callable[..., Any], queue: str, tools: Instruments) -
 def _process_async(handler: Callable[..., Any], queue: str, tools: Instruments) -> Any:
     @functools.wraps(handler)
     async def process(arg: Any, *rest: Any) -> Any:
-        with _measure(tools, "process", queue, (arg,), *_creation(arg)):
+        with _Measured(tools, "process", queue, (arg,), *_creation(arg)):
             result = handler(arg, *rest)
             return await result if inspect.isawaitable(result) else result
 
@@ -175,50 +174,70 @@ def _creation(arg: Any) -> tuple[Context | None, list[Link]]:
     return parent, links
 
 
-@contextmanager
-def _measure(
-    tools: Instruments,
-    name: str,
-    queue: str,
-    args: tuple[Any, ...],
-    parent: Context | None = None,
-    links: list[Link] | None = None,
-) -> Iterator[Span]:
-    """A span named ``"{name} {queue}"`` and one ``messaging.client.operation.duration``."""
+class _Measured:
+    """A span named ``"{name} {queue}"``, current while the ``with`` block runs, and one
+    ``messaging.client.operation.duration`` point.
+
+    A class rather than a ``contextmanager`` generator, with each (operation, queue)'s
+    attributes built once: the instrumented drain spends its telemetry time here
+    (docs/observability.md, "Overhead")."""
+
+    __slots__ = ("metric_attributes", "span", "start", "token", "tools")
+
+    def __init__(
+        self,
+        tools: Instruments,
+        name: str,
+        queue: str,
+        args: tuple[Any, ...],
+        parent: Context | None = None,
+        links: list[Link] | None = None,
+    ) -> None:
+        kind, span_attributes, self.metric_attributes = _attributes(name, queue)
+        if name in SETTLES or name == "process":
+            span_attributes = _describe_messages(span_attributes, args[0] if args else None)
+        self.tools = tools
+        self.start = time.perf_counter()
+        self.span = tools.tracer.start_span(
+            f"{name} {queue}", context=parent, kind=kind, attributes=span_attributes, links=links
+        )
+
+    def __enter__(self) -> Span:
+        # The span is made current by hand, as start_as_current_span would, without its two
+        # nested generator context managers (15 % of the cost of a measured call).
+        self.token = otel_context.attach(trace.set_span_in_context(self.span))
+        return self.span
+
+    def __exit__(self, kind: Any, exc: BaseException | None, _tb: Any) -> None:
+        metric_attributes = self.metric_attributes
+        if exc is not None:
+            metric_attributes = {**metric_attributes, "error.type": type(exc).__qualname__}
+            if isinstance(exc, Exception):
+                self.span.record_exception(exc)
+                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        otel_context.detach(self.token)
+        self.span.end()
+        self.tools.duration.record(time.perf_counter() - self.start, metric_attributes)
+
+
+@functools.lru_cache(maxsize=1024)
+def _attributes(name: str, queue: str) -> tuple[SpanKind, dict[str, Any], dict[str, Any]]:
+    """The span kind, span attributes and metric attributes of ``name`` on ``queue`` (shared
+    between calls: neither the SDK nor :func:`_describe_messages` changes them)."""
     kind, op_type = KINDS[name]
-    attributes = base_attributes(queue)
-    attributes["messaging.operation.name"] = name
-    metric_attributes = dict(attributes)
-    attributes["messaging.operation.type"] = op_type
-    if name in SETTLES or name == "process":
-        _describe_messages(attributes, args[0] if args else None)
-    start = time.perf_counter()
-    span = tools.tracer.start_span(
-        f"{name} {queue}", context=parent, kind=kind, attributes=attributes, links=links
-    )
-    # The span is made current by hand, as start_as_current_span would, without its two
-    # nested generator context managers (15 % of the cost of a measured call).
-    token = otel_context.attach(trace.set_span_in_context(span))
-    try:
-        yield span
-    except BaseException as exc:
-        metric_attributes["error.type"] = type(exc).__qualname__
-        if isinstance(exc, Exception):
-            span.record_exception(exc)
-            span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        raise
-    finally:
-        otel_context.detach(token)
-        span.end()
-        tools.duration.record(time.perf_counter() - start, metric_attributes)
+    metric_attributes = base_attributes(queue)
+    metric_attributes["messaging.operation.name"] = name
+    return kind, {**metric_attributes, "messaging.operation.type": op_type}, metric_attributes
 
 
-def _describe_messages(attributes: dict[str, Any], ids: Any) -> None:
-    """``messaging.message.id`` for one job, ``messaging.batch.message_count`` for a batch."""
+def _describe_messages(attributes: dict[str, Any], ids: Any) -> dict[str, Any]:
+    """``attributes`` with ``messaging.message.id`` for one job, ``messaging.batch.message_count``
+    for a batch (a new mapping: ``attributes`` is shared)."""
     if isinstance(ids, uuid.UUID | str | Job):
-        attributes["messaging.message.id"] = str(ids.id if isinstance(ids, Job) else ids)
-    elif isinstance(ids, list):
-        attributes["messaging.batch.message_count"] = len(ids)
+        return {**attributes, "messaging.message.id": str(ids.id if isinstance(ids, Job) else ids)}
+    if isinstance(ids, list):
+        return {**attributes, "messaging.batch.message_count": len(ids)}
+    return attributes
 
 
 def _count(tools: Instruments, name: str, queue: str, span: Span, result: Any) -> None:
