@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from alkstore.bench.commands import _enqueue_ratios
 from alkstore.bench.measure import Latency, cpu_window, local_postmaster, percentile
 from alkstore.bench.pacing import after_commit
 from alkstore.cli import main
@@ -255,6 +256,8 @@ def test_peers_raw_sql_and_an_unavailable_peer(
         assert ratio["raw-sql ratio"] > 0
         assert ratio["pg-boss"].startswith("not available")
     assert {r["system"] for r in doc["enqueue"]} == {"alkstore", "raw-sql", "pg-boss"}
+    ours = doc["enqueue"][0]
+    assert ours["driver"] == "psycopg" and ours["enqueue_jobs_per_s"] > 0
 
 
 def test_peers_steady_and_burst_variants_are_labelled(_bench_dsn: str, tmp_path: Path) -> None:
@@ -345,3 +348,26 @@ def test_drain_through_pgbouncer(_bench_dsn: str, tmp_path: Path) -> None:
     for row in doc["results"]:
         assert row["engine"] == "postgres [pgbouncer]"
         check_drained(row, 100)
+
+
+def test_batch_insert_compares_each_systems_fastest_driver() -> None:
+    def row(system: str, driver: str, rate: float) -> dict[str, Any]:
+        return {"system": system, "driver": driver, "available": True, "enqueue_jobs_per_s": rate}
+
+    rows = [
+        row("alkstore", "psycopg", 50_000),
+        row("alkstore", "psycopg", 60_000),
+        row("alkstore", "pg8000", 18_000),
+        row("alkstore", "pg8000", 19_000),
+        row("alkstore", "asyncpg", 40_000),
+        row("alkstore", "asyncpg", 45_000),
+        row("pg-boss", "node-postgres", 40_000),
+        row("pg-boss", "node-postgres", 48_000),
+        {"system": "pgqueuer", "driver": "asyncpg", "available": False},
+    ]
+    ours, boss, queuer = _enqueue_ratios(rows, ["pg-boss", "pgqueuer"])
+    # Over all of alkstore's cells the median would be 45,000 (pg8000's cells pull it down).
+    assert (ours["driver"], ours["enqueue_jobs_per_s"]) == ("psycopg", 60_000)
+    assert (boss["driver"], boss["enqueue_jobs_per_s"]) == ("node-postgres", 48_000)
+    assert boss["ratio"] == 60_000 / 48_000
+    assert queuer["enqueue_jobs_per_s"] is None and queuer["ratio"] is None
