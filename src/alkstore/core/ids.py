@@ -33,9 +33,10 @@ _set = object.__setattr__
 _UNKNOWN = uuid.SafeUUID.unknown
 
 
-def _uuid(value: int) -> uuid.UUID:
-    # What uuid.UUID(int=value) builds, without re-checking a value made valid here (the
-    # standard library builds its own UUIDs this way since Python 3.14).
+def uuid_of_int(value: int) -> uuid.UUID:
+    """What ``uuid.UUID(int=value)`` builds, without checking the range of a value known to
+    be a UUID's (made here, or read from a uuid column); the standard library builds its own
+    UUIDs this way since Python 3.14."""
     made: uuid.UUID = _new(uuid.UUID)
     _set(made, "int", value)
     _set(made, "is_safe", _UNKNOWN)
@@ -61,7 +62,7 @@ def new_ids(count: int) -> list[uuid.UUID]:
             last = payload
         _last = last
     return [
-        _uuid(
+        uuid_of_int(
             ((p >> _RANDOM_BITS) << 80)
             | _VERSION_AND_VARIANT
             | (((p >> 62) & 0xFFF) << 64)
