@@ -385,3 +385,47 @@ def test_sort_key_example() -> None:
     high_early_a = Job.from_row(native_row(priority=5, created_on=T0, id=uuid.UUID(int=0xA)))
     ordered = sorted([low, high_late, high_early_b, high_early_a], key=Job.sort_key)
     assert ordered == [high_early_a, high_early_b, high_late, low]
+
+
+def test_a_lean_job_holds_each_column_in_its_own_field() -> None:
+    from alkstore.core.lean import LEAN_FIELDS, LeanJob
+    from alkstore.core.states import JobState
+    from alkstore.core.tracecontext import trace_context_json
+
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    created = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+    row = {
+        "id": uuid.UUID(int=7),
+        "name": "q",
+        "data": '{"n":1}',
+        "state": "active",
+        "priority": 3,
+        "retry_count": 4,
+        "retry_limit": 5,
+        "expire_seconds": 6,
+        "heartbeat_seconds": 7,
+        "singleton_key": "k",
+        "group_id": "g",
+        "group_tier": "t",
+        "created_on": created,
+        "trace_context": trace_context_json({"traceparent": parent}),
+    }
+    job = LeanJob.from_row(row)
+    expected = {
+        "id": uuid.UUID(int=7),
+        "queue": "q",
+        "data": {"n": 1},
+        "state": JobState.ACTIVE,
+        "priority": 3,
+        "retry_count": 4,
+        "retry_limit": 5,
+        "expire_seconds": 6,
+        "heartbeat_seconds": 7,
+        "singleton_key": "k",
+        "group_id": "g",
+        "group_tier": "t",
+        "created_on": created,
+        "trace_context": {"traceparent": parent},
+    }
+    assert {name: getattr(job, name) for name in LEAN_FIELDS} == expected
+    assert LeanJob.of_job(job) == job

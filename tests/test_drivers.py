@@ -1072,6 +1072,40 @@ def test_sync_pool_reuses_discards_and_closes() -> None:
     assert len(f.opened) == 3
 
 
+def test_pools_ask_whether_an_idle_connection_is_alive_only_when_lending_it() -> None:
+    f = FakeFactory()
+    asked: list[int] = []
+    dead: set[int] = set()
+
+    def alive(conn: FakeConn) -> bool:
+        asked.append(conn.n)
+        return conn.n not in dead
+
+    pool = SyncPool(f.connect, f.close, lambda c: not c.closed, size=1, alive=alive)
+    with pool.lease() as a:
+        pass
+    assert asked == []  # a new connection, and its return: no poll
+    with pool.lease() as b:
+        assert b.connection is a.connection
+    assert asked == [0]
+    dead.add(0)  # its server session ended while it sat idle
+    with pool.lease() as c:
+        assert c.connection is not a.connection
+    assert a.connection.closed
+    assert asked == [0, 0]
+
+    async def run_async() -> None:
+        apool = AsyncPool(f.aconnect, f.aclose, lambda c: not c.closed, size=1, alive=alive)
+        async with apool.lease() as x:
+            pass
+        dead.add(x.connection.n)
+        async with apool.lease() as y:
+            assert y.connection is not x.connection
+        assert x.connection.closed
+
+    asyncio.run(run_async())
+
+
 def test_async_pool_wakes_waiters_on_close_and_survives_cancelled_waiters() -> None:
     async def scenario() -> None:
         f = FakeFactory()

@@ -14,7 +14,6 @@ the one it sleeps towards is armed, which with one timeout per store is almost n
 
 from __future__ import annotations
 
-import itertools
 import os
 import socket
 import threading
@@ -39,22 +38,18 @@ class Watchdog:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._armed: dict[int, Armed] = {}
-        self._ids = itertools.count()
+        self._armed: set[Armed] = set()
         self._wake_at = float("inf")
         self._thread: threading.Thread | None = None
 
-    @contextmanager
-    def guard(self, fd: int, seconds: float | None) -> Iterator[Armed]:
-        """Cut the connection on socket ``fd`` if the block lasts more than ``seconds``
-        (never when None); the :class:`Armed` says afterwards whether it did."""
-        armed = Armed(time.monotonic() + seconds if seconds is not None else 0.0, fd)
-        if seconds is None:
-            yield armed
-            return
-        key = next(self._ids)
+    def arm(self, fd: int, seconds: float) -> Armed:
+        """Cut the connection on socket ``fd`` once ``seconds`` have passed, unless
+        :meth:`disarm` comes first. (A pair of calls rather than only a context manager: a
+        driver arms one around every statement, and a generator context manager was a
+        visible part of a one-job fetch's client time.)"""
+        armed = Armed(time.monotonic() + seconds, fd)
         with self._cond:
-            self._armed[key] = armed
+            self._armed.add(armed)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="alkstore-deadlines", daemon=True
@@ -62,24 +57,39 @@ class Watchdog:
                 self._thread.start()
             if armed.deadline < self._wake_at:
                 self._cond.notify()
+        return armed
+
+    def disarm(self, armed: Armed) -> None:
+        """The statement ended: its connection is no longer cut (:attr:`Armed.fired` tells
+        whether it was)."""
+        with self._cond:
+            self._armed.discard(armed)
+
+    @contextmanager
+    def guard(self, fd: int, seconds: float | None) -> Iterator[Armed]:
+        """:meth:`arm` for the block (never when ``seconds`` is None); the :class:`Armed`
+        says afterwards whether it fired."""
+        if seconds is None:
+            yield Armed(0.0, fd)
+            return
+        armed = self.arm(fd, seconds)
         try:
             yield armed
         finally:
-            with self._cond:
-                self._armed.pop(key, None)
+            self.disarm(armed)
 
     def _run(self) -> None:
         with self._cond:
             while True:
                 now = time.monotonic()
-                for key, armed in list(self._armed.items()):
+                for armed in list(self._armed):
                     if armed.deadline <= now:
-                        # Under the lock: the statement's thread cannot have left its guard,
-                        # so the descriptor is still its connection's.
-                        del self._armed[key]
+                        # Under the lock: the statement's thread cannot have disarmed, so
+                        # the descriptor is still its connection's.
+                        self._armed.discard(armed)
                         armed.fired = True
                         _cut(armed.fd)
-                self._wake_at = min((a.deadline for a in self._armed.values()), default=now + 60)
+                self._wake_at = min((a.deadline for a in self._armed), default=now + 60)
                 self._cond.wait(max(0.0, self._wake_at - now))
 
 

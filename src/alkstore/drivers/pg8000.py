@@ -70,8 +70,13 @@ def _is_open(conn: Connection) -> bool:
 
 
 def _reusable(conn: Connection) -> bool:
-    """Open, not left inside a transaction, and its server session still there."""
-    return _is_open(conn) and not _in_transaction(conn) and quiet(conn._usock.fileno())
+    """Open and not left inside a transaction."""
+    return _is_open(conn) and not _in_transaction(conn)
+
+
+def _alive(conn: Connection) -> bool:
+    """Its server session is still there (see :func:`.pool.quiet`)."""
+    return quiet(conn._usock.fileno())
 
 
 def _array_literal(values: list[Any]) -> str:
@@ -334,7 +339,7 @@ class Pg8000Driver:
             if _is_open(conn):
                 conn.close()
 
-        pool = SyncPool(connect, close, _reusable, settings.pool_size)
+        pool = SyncPool(connect, close, _reusable, settings.pool_size, alive=_alive)
         return _OpenedSource(pool, settings.call_timeout)
 
     def adopt(self, native: object) -> SyncSource | None:

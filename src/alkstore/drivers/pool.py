@@ -18,10 +18,11 @@ acquiring task, with a connect timeout) and the asyncpg driver uses it.
 The pools are generic over the connection type: a driver supplies how to open, close and
 check a connection. Connections are reused newest-first (the warmest one). A connection is
 discarded instead of kept when the borrower says so (it saw the connection break) or when the
-driver's ``reusable`` check fails (closed, or left inside a transaction). The check runs again
-when an idle connection is borrowed, so one whose server session ended while it sat idle (a
-terminated backend, a restarted server: see :func:`quiet`) is replaced before a statement is
-sent on it.
+driver's ``reusable`` check fails (closed, or left inside a transaction). When an idle
+connection is borrowed, that check runs again with the driver's ``alive`` check (one
+non-blocking poll of the socket, :func:`quiet`), so one whose server session ended while it
+sat idle (a terminated backend, a restarted server) is replaced before a statement is sent on
+it. The poll is not repeated when a connection comes back: it is made once per borrowing.
 """
 
 from __future__ import annotations
@@ -66,12 +67,14 @@ class SyncPool(Generic[C]):
         close: Callable[[C], None],
         reusable: Callable[[C], bool],
         size: int,
+        alive: Callable[[C], bool] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"pool size must be at least 1, not {size}")
         self._connect = connect
         self._close = close
         self._reusable = reusable
+        self._alive = alive
         self._size = size
         self._idle: list[C] = []
         self._open = 0  # connections open or being opened, idle or lent out
@@ -98,7 +101,7 @@ class SyncPool(Generic[C]):
 
     def _borrow(self) -> C:
         while (conn := self._take_idle()) is not None:
-            if _safe_check(self._reusable, conn):
+            if _idle_usable(self._reusable, self._alive, conn):
                 return conn
             with self._cond:
                 self._open -= 1
@@ -156,12 +159,14 @@ class AsyncPool(Generic[C]):
         close: Callable[[C], Awaitable[None]],
         reusable: Callable[[C], bool],
         size: int,
+        alive: Callable[[C], bool] | None = None,
     ) -> None:
         if size < 1:
             raise ValueError(f"pool size must be at least 1, not {size}")
         self._connect = connect
         self._close = close
         self._reusable = reusable
+        self._alive = alive
         self._size = size
         self._idle: list[C] = []
         self._open = 0
@@ -188,7 +193,7 @@ class AsyncPool(Generic[C]):
 
     async def _borrow(self) -> C:
         while (conn := await self._take_idle()) is not None:
-            if _safe_check(self._reusable, conn):
+            if _idle_usable(self._reusable, self._alive, conn):
                 return conn
             self._open -= 1
             await _safe_aclose(self._close, conn)
@@ -265,6 +270,10 @@ def _safe_check(reusable: Callable[[C], bool], conn: C) -> bool:
         return reusable(conn)
     except Exception:
         return False
+
+
+def _idle_usable(reusable: Callable[[C], bool], alive: Callable[[C], bool] | None, conn: C) -> bool:
+    return _safe_check(reusable, conn) and (alive is None or _safe_check(alive, conn))
 
 
 def _safe_close(close: Callable[[C], None], conn: C) -> None:
