@@ -1134,3 +1134,22 @@ def test_async_pool_wakes_waiters_on_close_and_survives_cancelled_waiters() -> N
         assert all(c.closed for c in f.opened)
 
     run(scenario())
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_psycopg_reads_year_10000_in_a_zone_east_of_utc_as_the_latest_time(
+    pg_dsn: str, binary: bool
+) -> None:
+    from alkstore.drivers.psycopg import _bind_lists_in_binary
+
+    latest = dt.datetime.max.replace(tzinfo=dt.UTC)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        _bind_lists_in_binary(conn)
+        conn.execute("SET TimeZone TO 'Asia/Tokyo'")
+        cur = conn.cursor(binary=binary)
+        row = cur.execute(
+            "SELECT '9999-12-31 23:00:00+00'::timestamptz, '2026-12-01 12:00:00+00'::timestamptz"
+        ).fetchone()
+    assert row is not None
+    assert row[0] == latest
+    assert row[1] == dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)

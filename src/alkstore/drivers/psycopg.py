@@ -27,10 +27,10 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.pq import ExecStatus, TransactionStatus
+from psycopg.adapt import Loader
+from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import BaseRowFactory, RowMaker, dict_row
 from psycopg.types.array import ListBinaryDumper
-from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 
 from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.plans import Isolation, Row, Statement
@@ -100,31 +100,46 @@ _SET_CONFIG = SET_CONFIG.replace("$1", "%s").replace("$2", "%s")
 _LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
 
 
-class _LatestTimestamptzLoader(TimestamptzLoader):
+class _LatestTimestamptzLoader(Loader):
     """A timestamptz near the end of year 9999 (the time reads give a flow job still waiting)
     shown in a session time zone east of UTC falls in year 10000, which Python cannot hold:
     read it as ``datetime.max`` in UTC. Behind a transaction pooler the session is the
-    server's, not UTC."""
+    server's, not UTC.
+
+    It wraps psycopg's own loader (its C one, with the binary package) rather than
+    subclassing the pure-Python class, which psycopg would not swap for the C one: a
+    subclass cost 1.3 µs a value against 0.5, paid for every fetched job's ``created_on``."""
+
+    format = Format.TEXT
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        self._load = _psycopg_loader(oid, self.format)(oid, context).load
 
     def load(self, data: Any) -> dt.datetime:
         try:
-            return super().load(data)
-        except psycopg.DataError:
-            if bytes(data).startswith(b"10000-"):
+            loaded: dt.datetime = self._load(data)
+        except psycopg.DataError as exc:
+            if _after_year_9999(data, exc):
                 return _LATEST
             raise
+        return loaded
 
 
-class _LatestTimestamptzBinaryLoader(TimestamptzBinaryLoader):
+class _LatestTimestamptzBinaryLoader(_LatestTimestamptzLoader):
     """:class:`_LatestTimestamptzLoader` for the binary format."""
 
-    def load(self, data: Any) -> dt.datetime:
-        try:
-            return super().load(data)
-        except psycopg.DataError as exc:
-            if "after year 10K" in str(exc):
-                return _LATEST
-            raise
+    format = Format.BINARY
+
+
+def _psycopg_loader(oid: int, fmt: Format) -> type[psycopg.abc.Loader]:
+    loader = psycopg.postgres.adapters.get_loader(oid, fmt)
+    assert loader is not None  # psycopg registers every built-in type's loaders
+    return loader
+
+
+def _after_year_9999(data: Any, exc: psycopg.DataError) -> bool:
+    return bytes(data).startswith(b"10000-") or "after year 10K" in str(exc)
 
 
 def _bind_lists_in_binary(owner: Any) -> None:
