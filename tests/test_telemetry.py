@@ -278,3 +278,45 @@ def test_an_uninstrumented_store_imports_no_opentelemetry(pg_dsn: str, schema_na
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no text for this error")
+
+
+def test_a_failed_call_always_ends_its_span_even_when_its_error_cannot_be_described(
+    pg_dsn: str, schema_name: str, otel: Telemetry
+) -> None:
+    from opentelemetry import trace
+
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        store.create_queue(Q)
+
+        def broken_fetch(queue: str, *args: Any, **kwargs: Any) -> Any:
+            raise _Unprintable()
+
+        store.fetch = broken_fetch  # type: ignore[method-assign]
+        instrument(store, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+        with pytest.raises((_Unprintable, RuntimeError)):
+            store.fetch(Q, batch_size=1)
+        assert not trace.get_current_span().get_span_context().is_valid  # not left current
+        store.send(Q, {"n": 1})
+
+    (fetch,) = otel.finished(f"fetch {Q}")
+    (send,) = otel.finished(f"send {Q}")
+    assert send.parent is None  # not a child of the failed fetch's span
+    durations = {
+        p.attributes["messaging.operation.name"]: p.count
+        for p in otel.points("messaging.client.operation.duration")
+    }
+    assert durations["fetch"] == 1
+
+
+def test_a_queue_that_is_not_a_name_is_refused_by_the_store_not_the_telemetry(
+    pg_dsn: str, schema_name: str, otel: Telemetry
+) -> None:
+    with alkstore.connect(pg_dsn, schema=schema_name) as store:
+        instrument(store, tracer_provider=otel.tracer_provider, meter_provider=otel.meter_provider)
+        with pytest.raises(alkstore.InvalidOptions):
+            store.fetch(["not", "a", "name"], batch_size=1)  # type: ignore[arg-type]

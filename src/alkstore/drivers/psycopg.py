@@ -27,10 +27,11 @@ from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.adapt import Loader
+from psycopg.adapt import AdaptersMap, Loader
 from psycopg.pq import ExecStatus, Format, TransactionStatus
 from psycopg.rows import BaseRowFactory, RowMaker, dict_row
 from psycopg.types.array import ListBinaryDumper
+from psycopg.types.datetime import TimestamptzBinaryLoader, TimestamptzLoader
 
 from ..core.errors import DeadlineExceeded, ListenerClosed
 from ..core.plans import Isolation, Row, Statement
@@ -114,7 +115,7 @@ class _LatestTimestamptzLoader(Loader):
 
     def __init__(self, oid: int, context: Any = None) -> None:
         super().__init__(oid, context)
-        self._load = _psycopg_loader(oid, self.format)(oid, context).load
+        self._load = _PSYCOPG_TIMESTAMPTZ[self.format](oid, context).load
 
     def load(self, data: Any) -> dt.datetime:
         try:
@@ -132,10 +133,21 @@ class _LatestTimestamptzBinaryLoader(_LatestTimestamptzLoader):
     format = Format.BINARY
 
 
-def _psycopg_loader(oid: int, fmt: Format) -> type[psycopg.abc.Loader]:
-    loader = psycopg.postgres.adapters.get_loader(oid, fmt)
-    assert loader is not None  # psycopg registers every built-in type's loaders
-    return loader
+def _psycopg_timestamptz() -> dict[Format, type[psycopg.abc.Loader]]:
+    """psycopg's own timestamptz loaders, as psycopg itself would pick them (its C ones with
+    the binary package): registered on a map of their own, so that a loader an application
+    registered on psycopg's global map is not the one wrapped."""
+    adapters = AdaptersMap(types=psycopg.postgres.types)
+    found = {}
+    for loader in (TimestamptzLoader, TimestamptzBinaryLoader):
+        adapters.register_loader("timestamptz", loader)
+        picked = adapters.get_loader(psycopg.postgres.types["timestamptz"].oid, loader.format)
+        assert picked is not None  # just registered
+        found[loader.format] = picked
+    return found
+
+
+_PSYCOPG_TIMESTAMPTZ = _psycopg_timestamptz()
 
 
 def _after_year_9999(data: Any, exc: psycopg.DataError) -> bool:
@@ -168,7 +180,8 @@ _COLUMN_NAMES_KEPT = 1024
 
 def _dict_rows(sql: str) -> BaseRowFactory[Row]:
     """psycopg's ``dict_row`` with the column names of ``sql`` decoded once, not per
-    execution: a statement's text fixes its result columns (alkstore selects no ``*``), and
+    execution: a statement's text fixes its result columns (alkstore names every column it
+    selects, never a table's ``*``), and
     decoding a one-job fetch's names was a tenth of its client time. A result whose column
     count differs from the memo's is read afresh."""
 
@@ -178,7 +191,8 @@ def _dict_rows(sql: str) -> BaseRowFactory[Row]:
             return dict_row(cursor)
         names = _COLUMN_NAMES.get(sql)
         if names is None or len(names) != result.nfields:
-            names = [result.fname(i).decode() for i in range(result.nfields)]
+            encoding = cursor.connection.info.encoding
+            names = [result.fname(i).decode(encoding) for i in range(result.nfields)]
             if len(_COLUMN_NAMES) >= _COLUMN_NAMES_KEPT:
                 _COLUMN_NAMES.clear()
             _COLUMN_NAMES[sql] = names

@@ -8,6 +8,7 @@ import inspect
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -210,27 +211,48 @@ class _Measured:
 
     def __exit__(self, kind: Any, exc: BaseException | None, _tb: Any) -> None:
         metric_attributes = self.metric_attributes
-        if exc is not None:
-            metric_attributes = {**metric_attributes, "error.type": type(exc).__qualname__}
-            if isinstance(exc, Exception):
-                self.span.record_exception(exc)
-                self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
-        otel_context.detach(self.token)
-        self.span.end()
-        self.tools.duration.record(time.perf_counter() - self.start, metric_attributes)
+        try:
+            if exc is not None:
+                metric_attributes = {**metric_attributes, "error.type": type(exc).__qualname__}
+                if isinstance(exc, Exception):
+                    self.span.record_exception(exc)
+                    self.span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        finally:
+            # Even when describing the error failed: a span left current would parent every
+            # later span of this thread or task.
+            otel_context.detach(self.token)
+            self.span.end()
+            self.tools.duration.record(time.perf_counter() - self.start, metric_attributes)
+
+
+_Attributes = Mapping[str, Any]
+
+
+def _attributes(name: str, queue: str) -> tuple[SpanKind, _Attributes, _Attributes]:
+    """The span kind, span attributes and metric attributes of ``name`` on ``queue``; a
+    queue name (the usual case) gets them from :func:`_shared_attributes`."""
+    if isinstance(queue, str):
+        return _shared_attributes(name, queue)
+    # Not a name the store will accept: let the store refuse it, not the cache.
+    return _build_attributes(name, queue)
 
 
 @functools.lru_cache(maxsize=1024)
-def _attributes(name: str, queue: str) -> tuple[SpanKind, dict[str, Any], dict[str, Any]]:
-    """The span kind, span attributes and metric attributes of ``name`` on ``queue`` (shared
-    between calls: neither the SDK nor :func:`_describe_messages` changes them)."""
+def _shared_attributes(name: str, queue: str) -> tuple[SpanKind, _Attributes, _Attributes]:
+    """:func:`_build_attributes`, built once per (operation, queue) and shared between
+    calls, read-only."""
+    kind, span_attributes, metric_attributes = _build_attributes(name, queue)
+    return kind, MappingProxyType(dict(span_attributes)), MappingProxyType(dict(metric_attributes))
+
+
+def _build_attributes(name: str, queue: Any) -> tuple[SpanKind, _Attributes, _Attributes]:
     kind, op_type = KINDS[name]
     metric_attributes = base_attributes(queue)
     metric_attributes["messaging.operation.name"] = name
     return kind, {**metric_attributes, "messaging.operation.type": op_type}, metric_attributes
 
 
-def _describe_messages(attributes: dict[str, Any], ids: Any) -> dict[str, Any]:
+def _describe_messages(attributes: _Attributes, ids: Any) -> _Attributes:
     """``attributes`` with ``messaging.message.id`` for one job, ``messaging.batch.message_count``
     for a batch (a new mapping: ``attributes`` is shared)."""
     if isinstance(ids, uuid.UUID | str | Job):
