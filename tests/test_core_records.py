@@ -394,11 +394,9 @@ def test_a_lean_job_holds_each_column_in_its_own_field() -> None:
 
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     created = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-    row = {
+    # Distinct values, so that a field set from another column shows.
+    same = {
         "id": uuid.UUID(int=7),
-        "name": "q",
-        "data": '{"n":1}',
-        "state": "active",
         "priority": 3,
         "retry_count": 4,
         "retry_limit": 5,
@@ -408,23 +406,20 @@ def test_a_lean_job_holds_each_column_in_its_own_field() -> None:
         "group_id": "g",
         "group_tier": "t",
         "created_on": created,
+    }
+    row = {
+        **same,
+        "name": "q",
+        "data": '{"n":1}',
+        "state": "active",
         "trace_context": trace_context_json({"traceparent": parent}),
     }
     job = LeanJob.from_row(row)
     expected = {
-        "id": uuid.UUID(int=7),
+        **same,
         "queue": "q",
         "data": {"n": 1},
         "state": JobState.ACTIVE,
-        "priority": 3,
-        "retry_count": 4,
-        "retry_limit": 5,
-        "expire_seconds": 6,
-        "heartbeat_seconds": 7,
-        "singleton_key": "k",
-        "group_id": "g",
-        "group_tier": "t",
-        "created_on": created,
         "trace_context": {"traceparent": parent},
     }
     assert {name: getattr(job, name) for name in LEAN_FIELDS} == expected

@@ -303,8 +303,9 @@ def test_a_failed_call_always_ends_its_span_even_when_its_error_cannot_be_descri
         assert not trace.get_current_span().get_span_context().is_valid  # not left current
         store.send(Q, {"n": 1})
 
-    (fetch,) = otel.finished(f"fetch {Q}")
+    (fetch,) = otel.finished(f"fetch {Q}")  # ended, so exported
     (send,) = otel.finished(f"send {Q}")
+    assert fetch.end_time is not None
     assert send.parent is None  # not a child of the failed fetch's span
     durations = {
         p.attributes["messaging.operation.name"]: p.count
