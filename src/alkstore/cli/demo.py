@@ -63,7 +63,10 @@ def register(subparsers: Any) -> None:
         "--consumers", type=_positive, default=4, help="consumer threads (default %(default)s)"
     )
     parser.add_argument(
-        "--batch", type=_positive, default=50, help="jobs per fetch (default %(default)s)"
+        "--batch",
+        type=_positive,
+        default=100,
+        help="jobs per fetch (default %(default)s, the batch of the drain benchmarks)",
     )
     parser.add_argument(
         "--driver",
