@@ -101,3 +101,26 @@ def test_bench_pglite_start_times_each_kind(tmp_path):
     assert [r["start"] for r in rows] == ["fresh (in memory)", "reopened (data directory)"]
     assert all(r["runs"] == 1 and r["median_s"] > 0 for r in rows)
     assert main(["bench", "pglite-start", "--runs", "0"]) == 2
+
+
+def test_bench_pglite_start_times_the_start_and_not_the_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from alkstore.bench import pglite_start
+
+    clock = [0.0]
+    closed = []
+    monkeypatch.setattr(pglite_start.time, "perf_counter", lambda: clock[0])
+
+    def start() -> object:
+        clock[0] += 1.0  # the start takes one tick of the fake clock
+
+        def close() -> None:
+            clock[0] += 100.0  # closing takes a hundred
+            closed.append(True)
+
+        return close
+
+    seconds, _load = pglite_start._timed(start)  # type: ignore[arg-type]
+    assert seconds == 1.0
+    assert closed == [True]

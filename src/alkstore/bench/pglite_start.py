@@ -11,6 +11,7 @@ sure the cached copy exists (the first fresh start of a PGlite version writes it
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -43,19 +44,31 @@ BRIDGE_TIMEOUT = 600.0
 """Seconds a bridge may take to be ready while measuring (a loaded machine is slow)."""
 
 
-def _connect(uri: str) -> None:
-    alkstore.connect(uri).close()
+def _connect(uri: str) -> Callable[[], None]:
+    """Start a store on ``uri``; returns how to close it."""
+    return alkstore.connect(uri).close
 
 
-def _uncached() -> None:
-    with start_bridge(None, timeout=BRIDGE_TIMEOUT) as bridge:
-        alkstore.connect(bridge.dsn, engine="pglite").close()
+def _uncached() -> Callable[[], None]:
+    """Start a bridge that runs initdb and the migration, and a store on it; returns how to
+    close both."""
+    stack = contextlib.ExitStack()
+    try:
+        bridge = stack.enter_context(start_bridge(None, timeout=BRIDGE_TIMEOUT))
+        stack.callback(alkstore.connect(bridge.dsn, engine="pglite").close)
+    except BaseException:
+        stack.close()
+        raise
+    return stack.close
 
 
-def _timed(start: Callable[[], None]) -> tuple[float, float]:
+def _timed(start: Callable[[], Callable[[], None]]) -> tuple[float, float]:
+    """Seconds until ``start`` returns (the closing after it is not timed), and the load."""
     began = time.perf_counter()
-    start()
-    return time.perf_counter() - began, os.getloadavg()[0]
+    close = start()
+    seconds = time.perf_counter() - began
+    close()
+    return seconds, os.getloadavg()[0]
 
 
 def _node_version() -> str | None:
@@ -70,9 +83,9 @@ def measure(runs: int, *, uncached: bool) -> list[dict[str, Any]]:
     """Time ``runs`` starts of each kind (interleaved); one row per kind."""
     with tempfile.TemporaryDirectory(prefix="alkstore-pglite-start-") as tmp:
         data_uri = f"pglite://{Path(tmp) / 'db'}"
-        _connect("pglite://")  # writes the cached copy if this version has none yet
-        _connect(data_uri)
-        starts: dict[str, Callable[[], None]] = {
+        _connect("pglite://")()  # writes the cached copy if this version has none yet
+        _connect(data_uri)()
+        starts: dict[str, Callable[[], Callable[[], None]]] = {
             FRESH: lambda: _connect("pglite://"),
             REOPENED: lambda: _connect(data_uri),
         }
