@@ -3,11 +3,13 @@
 Per system and fetch batch size: ``jobs`` jobs sent in batches of 1,000 (``send``), then,
 after ``VACUUM ANALYZE`` and a ``CHECKPOINT`` (the same preparation as the peers harness),
 drained by one consumer that fetches ``batch`` jobs and completes them (``drain``: the
-fetch + complete cycle). Each phase's figure is the WAL it wrote (``pg_current_wal_lsn()``
-before and after) over ``jobs``; records and full-page images come from ``pg_stat_wal``
-(PostgreSQL 14+). A full-page image is written for the first change of each page after a
-checkpoint, so the figures depend on the checkpoint spacing: both systems get the same. The
-throwaway server runs with ``autovacuum = off`` so that no vacuum's WAL lands in a phase.
+fetch + complete cycle). Each phase's figure is the WAL it wrote over ``jobs``, from
+``pg_current_wal_insert_lsn()`` before and after: the position WAL has been generated to,
+not the one written out, which lags behind asynchronous commits. Records and full-page
+images come from ``pg_stat_wal`` (PostgreSQL 14+). A full-page image is written for the
+first change of each page after a checkpoint, so the figures depend on the checkpoint
+spacing: both systems get the same. The throwaway server runs with ``autovacuum = off`` so
+that no vacuum's WAL lands in a phase.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class _Wal:
 
     def read(self) -> tuple[int, int | None, int | None]:
         with admin_connection(self._dsn) as conn:
-            lsn = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+            lsn = conn.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn").fetchone()
             try:
                 stat = conn.execute("SELECT wal_records, wal_fpi FROM pg_stat_wal").fetchone()
             except Exception:  # pg_stat_wal is PostgreSQL 14+; the bytes suffice
@@ -174,7 +176,7 @@ def wal(options: Options, *, jobs: int, batches: Sequence[int]) -> dict[str, Any
         )
         notes = [
             f"{jobs:,} jobs sent 1,000 a batch, then VACUUM ANALYZE + CHECKPOINT, then drained "
-            "by one consumer (fetch `batch`, complete them); WAL from pg_current_wal_lsn(), "
+            "by one consumer (fetch `batch`, complete them); WAL from pg_current_wal_insert_lsn(), "
             "records and full-page images (FPI) from pg_stat_wal; autovacuum off"
         ]
         table = Table(f"WAL per job: {jobs:,} jobs", COLUMNS, rows, notes)
