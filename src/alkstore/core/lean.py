@@ -172,7 +172,7 @@ def _absent(name: str) -> property:
 for _name in METADATA_FIELDS:
     setattr(LeanJob, _name, _absent(_name))
 
-_TRACE_SLOT = Job.__dict__["trace_context"]
+_get_trace_context = Job.__dict__["trace_context"].__get__
 
 
 def _trace_context(self: LeanJob) -> dict[str, str] | None:
@@ -180,10 +180,10 @@ def _trace_context(self: LeanJob) -> dict[str, str] | None:
     # most fetches never look at it (only a processing span or the application does), and
     # building a mapping per job was a measurable part of the instrumented drain's client
     # CPU (docs/observability.md, "Overhead").
-    stored = _TRACE_SLOT.__get__(self, LeanJob)
+    stored = _get_trace_context(self, LeanJob)
     if isinstance(stored, str):
         stored = read_trace_context(stored)
-        _TRACE_SLOT.__set__(self, stored)
+        _set_trace_context(self, stored)
     return stored  # type: ignore[no-any-return]
 
 

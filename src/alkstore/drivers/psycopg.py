@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import functools
 import math
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -172,30 +173,23 @@ def _has_rows(cur: psycopg.RawCursor[Any] | psycopg.AsyncRawCursor[Any]) -> bool
     return result is not None and result.status == ExecStatus.TUPLES_OK
 
 
-_COLUMN_NAMES: dict[str, list[str]] = {}
-"""The result column names of each statement text run so far (at most
-:data:`_COLUMN_NAMES_KEPT`; then the memo starts again)."""
-_COLUMN_NAMES_KEPT = 1024
-
-
+@functools.lru_cache(maxsize=1024)
 def _dict_rows(sql: str) -> BaseRowFactory[Row]:
-    """psycopg's ``dict_row`` with the column names of ``sql`` decoded once, not per
-    execution: a statement's text fixes its result columns (alkstore names every column it
-    selects, never a table's ``*``), and
-    decoding a one-job fetch's names was a tenth of its client time. A result whose column
-    count differs from the memo's is read afresh."""
+    """psycopg's ``dict_row`` for the statement ``sql``, its column names decoded once, not
+    per execution: a statement's text fixes its result columns (alkstore names every column
+    it selects, never a table's ``*``), and decoding a one-job fetch's names was a tenth of
+    its client time. One factory per statement text; a result whose column count differs
+    from the names kept is read afresh."""
+    names: list[str] = []
 
     def factory(cursor: Any) -> RowMaker[Row]:
+        nonlocal names
         result = cursor.pgresult
         if result is None or result.status != ExecStatus.TUPLES_OK:
             return dict_row(cursor)
-        names = _COLUMN_NAMES.get(sql)
-        if names is None or len(names) != result.nfields:
+        if len(names) != result.nfields:
             encoding = cursor.connection.info.encoding
             names = [result.fname(i).decode(encoding) for i in range(result.nfields)]
-            if len(_COLUMN_NAMES) >= _COLUMN_NAMES_KEPT:
-                _COLUMN_NAMES.clear()
-            _COLUMN_NAMES[sql] = names
         columns = names
 
         def make(values: Any) -> Row:

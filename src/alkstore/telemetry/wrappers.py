@@ -242,10 +242,10 @@ def _shared_attributes(name: str, queue: str) -> tuple[SpanKind, _Attributes, _A
     """:func:`_build_attributes`, built once per (operation, queue) and shared between
     calls, read-only."""
     kind, span_attributes, metric_attributes = _build_attributes(name, queue)
-    return kind, MappingProxyType(dict(span_attributes)), MappingProxyType(dict(metric_attributes))
+    return kind, MappingProxyType(span_attributes), MappingProxyType(metric_attributes)
 
 
-def _build_attributes(name: str, queue: Any) -> tuple[SpanKind, _Attributes, _Attributes]:
+def _build_attributes(name: str, queue: Any) -> tuple[SpanKind, dict[str, Any], dict[str, Any]]:
     kind, op_type = KINDS[name]
     metric_attributes = base_attributes(queue)
     metric_attributes["messaging.operation.name"] = name
