@@ -22,6 +22,7 @@ from .sql import (
     fence,
     seconds_after,
     target_params,
+    targeted_state,
 )
 
 TIMED_OUT = json.dumps({"message": "job timed out"})
@@ -125,7 +126,10 @@ class FailMixin(EngineBase):
             "unnest($1::text[], $2::uuid[], $3::int[], $4::float8[]) "
             "AS t(name, id, retry_count, jitter)"
         )
-        where = f"j.name = t.name AND j.id = t.id AND j.retry_count = t.retry_count AND {overdue}"
+        where = (
+            f"j.name = t.name AND j.id = t.id AND j.retry_count = t.retry_count "
+            f"AND {targeted_state(Operation.EXPIRE)} AND {deadline} < now()"
+        )
 
         def steps() -> Steps[int]:
             rows = yield find

@@ -25,6 +25,7 @@ from .sql import (
     read_job_columns,
     seconds_after,
     target_params,
+    targeted_state,
     targets_sql,
 )
 
@@ -35,7 +36,7 @@ def complete_update(s: str, targets_at: int, output: str, *, include_queued: boo
     ones (by bare id: a ``Job`` still completes only its own, active attempt). Returns the
     ``name``, ``id`` and ``flow_parent`` (true when flow jobs wait for it) of each completed
     job."""
-    where = f"j.state IN {accepted(Operation.COMPLETE)}"
+    where = targeted_state(Operation.COMPLETE)
     if include_queued:
         where = (
             f"j.state IN {in_list(ACTIVE | QUEUED)} "
@@ -168,7 +169,7 @@ class SettleMixin(EngineBase):
         """Heartbeat: ``heartbeat_on = now()`` for active jobs."""
         sql = f"""UPDATE {self.s}.job j SET heartbeat_on = now()
             FROM {targets_sql(2)}
-            WHERE j.name = $1 AND j.state IN {accepted(Operation.TOUCH)} AND {fence()}
+            WHERE j.name = $1 AND {targeted_state(Operation.TOUCH)} AND {fence()}
             RETURNING j.id"""
         return self._single("touch", sql, (queue, *target_params(targets)), rowcount)
 
