@@ -4,11 +4,13 @@
 check implied that index's predicate was planned as a read of all of them hashed against
 the targets (a 100-job completion with 20,000 running took 7-10 ms, against 1.3 ms by
 primary key), and the statistics of a queue analyzed while nothing ran made that plan look
-cheapest (docs/benchmarks.md, "Settling by primary key").
+cheapest (docs/benchmarks.md, "Settling by primary key"). Once prepared, a completion keeps
+one generic plan, however many targets it has.
 """
 
 from __future__ import annotations
 
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -66,3 +68,20 @@ def test_a_settlement_looks_its_targets_up_by_primary_key(running, operation):
         assert store.complete("q", jobs) == 100
     else:
         assert store.complete_and_fetch("q", jobs, batch_size=100).completed == 100
+
+
+def test_a_prepared_one_job_completion_is_planned_once(running, alkstore_backend):
+    store, jobs = running
+    completion = next(store.engine.complete("q", targets(jobs[:1]), None).steps())
+    with psycopg.connect(alkstore_backend.dsn, autocommit=True) as conn:
+        cur = psycopg.RawCursor(conn)
+        done = [
+            cur.execute(completion.sql, completion.params, prepare=True).fetchone()[0]
+            for _ in range(8)
+        ]
+        assert done == [1] + [0] * 7  # the job completes once
+        generic, custom = cur.execute(
+            "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+        ).fetchone()
+    # PostgreSQL makes five custom plans before it weighs the generic one.
+    assert generic >= 3 and custom <= 5, (generic, custom)
