@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import psycopg
 import pytest
 
 from alkstore.bench.drain import job_specs
-from alkstore.engines.postgres.identifiers import quote_schema
+from alkstore.bench.scale import vacuum_analyze
 from conftest import QUEUE, SCHEMA, Ops
 
 ROUNDS = 200
@@ -61,8 +60,7 @@ def bench_complete_100_beside_running(
     rounds, warmup_rounds = 30, 2
     for start in range(0, running + (rounds + warmup_rounds) * 100, 1000):
         ops.call("send_many", QUEUE, job_specs(start, 1000))
-    with psycopg.connect(bench_dsn, autocommit=True) as conn:
-        conn.execute(f"ANALYZE {quote_schema(SCHEMA)}.job")
+    vacuum_analyze(bench_dsn, SCHEMA)
     for _ in range(running // 100):
         ops.call("fetch", QUEUE, batch_size=100)
 

@@ -16,7 +16,9 @@ from ...core.contracts import Engine, OwnRuntime
 from ...core.errors import UnsupportedByEngine
 from ...core.plans import Plan, Statement, Steps
 from ...core.records import as_uuid
+from ...core.states import Operation
 from ...core.targets import Targets
+from .sql import targeted_state, targets_sql
 
 if TYPE_CHECKING:
     from .base import EngineBase
@@ -102,13 +104,14 @@ def watch(
         return engine.watch(queue, targets)
     s = engine.s
     fence = "j.id = t.id AND j.retry_count = t.retry_count"
-    sql = f"""WITH t AS (SELECT * FROM unnest($2::uuid[], $3::int[]) AS u(id, retry_count)),
+    active = targeted_state(Operation.TOUCH)  # by primary key, not through job_active
+    sql = f"""WITH t AS (SELECT * FROM {targets_sql(2)}),
         beat AS (UPDATE {s}.job j SET heartbeat_on = now() FROM t
-            WHERE j.name = $1 AND j.state = 'active' AND {fence}
+            WHERE j.name = $1 AND {active} AND {fence}
               AND j.heartbeat_seconds IS NOT NULL
             RETURNING j.id)
         SELECT j.id FROM {s}.job j JOIN t ON {fence}
-        WHERE j.name = $1 AND j.state = 'active'"""
+        WHERE j.name = $1 AND {active}"""
     return engine._single(
         "watch",
         sql,

@@ -221,7 +221,7 @@ class SettleMixin(EngineBase):
         are woken."""
         sql = f"""UPDATE {self.s}.job j SET {change}
             FROM (SELECT DISTINCT id FROM unnest($2::uuid[]) AS u(id)) t
-            WHERE j.name = $1 AND j.id = t.id AND j.state IN {accepted(operation)} AND {guard}
+            WHERE j.name = $1 AND j.id = t.id AND {targeted_state(operation)} AND {guard}
             RETURNING j.id"""
         params: tuple[Any, ...] = (queue, targets.ids)
         if notify:

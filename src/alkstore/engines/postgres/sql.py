@@ -136,7 +136,8 @@ def targets_sql(first: int) -> str:
     are: a plan made for the values (one target) was costed below the generic plan (which
     assumes ten), so PostgreSQL planned a one-job completion anew on every call, 1 ms of
     server CPU against its 0.2 ms execution. Every plan is the lookup of each target by
-    primary key (docs/benchmarks.md, "Settling by primary key")."""
+    primary key (docs/benchmarks.md, "Settling by primary key"); as for the claim, the
+    generic plan is kept only while the job table has no partition but the default one."""
     return f"unnest((SELECT ${first}::uuid[]), (SELECT ${first + 1}::int[])) AS t(id, retry_count)"
 
 
