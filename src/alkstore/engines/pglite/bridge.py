@@ -173,12 +173,13 @@ def _which(program: str) -> str:
     return found
 
 
-_WASM_TIERING_BUDGET: Final = 180_000_000
-"""V8's budget before a WASM function is recompiled by its optimising compiler: 100 times the
+_WASM_TIERING_BUDGET: Final = 18_000_000
+"""V8's budget before a WASM function is recompiled by its optimising compiler: 10 times the
 default. With the default, a reopened bridge spent about 0.2 s of CPU before ready (of 0.6 s)
 optimising PostgreSQL functions that had barely run, competing for the cores with the start
-itself; with this one the drain of the demo used no more CPU per job (measured), and
-functions that stay hot are still optimised, later."""
+itself. At 100 times the default, 4 of 60 demo drains stalled for 15 s to 2.5 min (124 to
+1,968 jobs/s) with node at full CPU, against none of 60 at the default and none of 60 at 10
+times (docs/benchmarks.md, "PGlite demo, this session")."""
 
 _NODE_ENV_DROPPED: Final = ("NODE_EXTRA_CA_CERTS",)
 """Variables the ``node`` runs do without: Node 20 reads the extra CA certificates at start
