@@ -19,7 +19,7 @@ from psycopg import sql
 
 from alkstore.bench.scale import vacuum_analyze
 from alkstore.conformance.harness import Backend, StoreHandle
-from alkstore.core.plans import Statement, single
+from plans import explained, plan_counts
 
 BURST = 100_000
 
@@ -32,10 +32,7 @@ def test_a_burst_into_a_fresh_table_is_claimed_through_the_fetch_index(
         store.create_queue("q")
         for start in range(0, BURST, 1000):
             store.send_many("q", [{"data": n} for n in range(start, start + 1000)])
-        statement = next(store.engine.fetch("q", 100).steps())
-        explain = Statement("EXPLAIN " + statement.sql, statement.params)
-        rows = store.run_plan(single("explain", explain, lambda rows: rows))
-        plan = "\n".join(row["QUERY PLAN"] for row in rows)
+        plan = explained(store, next(store.engine.fetch("q", 100).steps()))
         assert "Bitmap" not in plan and "Sort" not in plan, plan
         assert "Index Scan using job_default_name_priority_created_on_id" in plan, plan
         assert [j.data for j in store.fetch("q", batch_size=3)] == [0, 1, 2]
@@ -63,11 +60,7 @@ def test_a_prepared_claim_is_planned_once_as_the_ordered_walk_of_the_fetch_index
             cur = psycopg.RawCursor(conn)
             for _ in range(8):  # each claims 100 of the jobs
                 assert len(cur.execute(claim.sql, claim.params, prepare=True).fetchall()) == 100
-            name, generic, custom = cur.execute(
-                "SELECT name, generic_plans, custom_plans FROM pg_prepared_statements"
-                " WHERE statement = $1",
-                (claim.sql,),
-            ).fetchone()
+            name, generic, custom = plan_counts(cur, claim.sql)
             # PostgreSQL makes five custom plans before it weighs the generic one.
             assert generic >= 3 and custom <= 5, (generic, custom)
             explain = sql.SQL("EXPLAIN EXECUTE {}({}, {})").format(sql.Identifier(name), "q", 100)

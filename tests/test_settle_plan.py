@@ -16,9 +16,9 @@ import pytest
 
 from alkstore.bench.scale import vacuum_analyze
 from alkstore.conformance.harness import Backend, StoreHandle
-from alkstore.core.plans import Statement, single
 from alkstore.core.targets import targets
 from alkstore.engines.postgres.runtime import watch
+from plans import explained, plan_counts
 
 RUNNING = 3000
 QUEUED = 50_000
@@ -42,12 +42,6 @@ def running(alkstore_backend: Backend, schema_name: str):
         store.close()
 
 
-def _plan_of(store: StoreHandle, statement: Statement) -> str:
-    explain = Statement("EXPLAIN " + statement.sql, statement.params)
-    rows = store.run_plan(single("explain", explain, lambda rows: rows))
-    return "\n".join(row["QUERY PLAN"] for row in rows)
-
-
 SETTLEMENTS = {
     "complete": lambda engine, jobs: engine.complete("q", targets(jobs), None),
     "touch": lambda engine, jobs: engine.touch("q", targets(jobs)),
@@ -63,7 +57,7 @@ SETTLEMENTS = {
 @pytest.mark.parametrize("operation", sorted(SETTLEMENTS))
 def test_a_settlement_looks_its_targets_up_by_primary_key(running, operation):
     store, jobs = running
-    text = _plan_of(store, next(SETTLEMENTS[operation](store.engine, jobs).steps()))
+    text = explained(store, next(SETTLEMENTS[operation](store.engine, jobs).steps()))
     assert "Index Scan using job_default_pkey" in text, text
     assert "(id = t.id)" in text, text  # the index condition of the lookup per target
     # job_active is (name, started_on), job_finished (completed_on)
@@ -87,9 +81,6 @@ def test_a_prepared_one_job_completion_is_planned_once(running, alkstore_backend
             for _ in range(8)
         ]
         assert done == [1] + [0] * 7  # the job completes once
-        generic, custom = cur.execute(
-            "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1",
-            (completion.sql,),
-        ).fetchone()
+        _name, generic, custom = plan_counts(cur, completion.sql)
     # PostgreSQL makes five custom plans before it weighs the generic one.
     assert generic >= 3 and custom <= 5, (generic, custom)

@@ -52,14 +52,10 @@ def _connect(uri: str) -> Callable[[], None]:
 def _uncached() -> Callable[[], None]:
     """Start a bridge that runs initdb and the migration, and a store on it; returns how to
     close both."""
-    stack = contextlib.ExitStack()
-    try:
+    with contextlib.ExitStack() as stack:
         bridge = stack.enter_context(start_bridge(None, timeout=BRIDGE_TIMEOUT))
         stack.callback(alkstore.connect(bridge.dsn, engine="pglite").close)
-    except BaseException:
-        stack.close()
-        raise
-    return stack.close
+        return stack.pop_all().close
 
 
 def _timed(start: Callable[[], Callable[[], None]]) -> tuple[float, float]:

@@ -120,7 +120,8 @@ class FailMixin(EngineBase):
         to the attempt found and with the deadline checked again: one that finished or sent a
         heartbeat in between is left alone.
         """
-        overdue = f"j.state IN {accepted(Operation.EXPIRE)} AND {deadline} < now()"
+        due = f"{deadline} < now()"
+        overdue = f"j.state IN {accepted(Operation.EXPIRE)} AND {due}"
         find = Statement(f"SELECT j.name, j.id, j.retry_count FROM {self.s}.job j WHERE {overdue}")
         source = (
             "unnest($1::text[], $2::uuid[], $3::int[], $4::float8[]) "
@@ -128,7 +129,7 @@ class FailMixin(EngineBase):
         )
         where = (
             f"j.name = t.name AND j.id = t.id AND j.retry_count = t.retry_count "
-            f"AND {targeted_state(Operation.EXPIRE)} AND {deadline} < now()"
+            f"AND {targeted_state(Operation.EXPIRE)} AND {due}"
         )
 
         def steps() -> Steps[int]:
