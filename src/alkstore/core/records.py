@@ -176,9 +176,15 @@ class Job:
             _trace_context(row),
         )
 
-    def sort_key(self) -> tuple[int, dt.datetime, uuid.UUID]:
-        """Fetch order: priority DESC, created_on, id (UUIDs order as PostgreSQL's bytes)."""
-        return (-self.priority, self.created_on, self.id)
+    def sort_key(self) -> tuple[int, dt.datetime, int]:
+        """Fetch order: priority DESC, created_on, id.
+
+        The id compares as its 128-bit integer, which orders as PostgreSQL orders uuids (by
+        their bytes) and as ``UUID`` objects do, without their Python-level ``__eq__`` and
+        ``__lt__``: the jobs of one ``send_many`` share ``created_on``, so sorting a fetched
+        batch of 100 compared ids some 600 times (measured: 5 % of a batch fetch's client
+        time, docs/benchmarks.md)."""
+        return (-self.priority, self.created_on, self.id.int)
 
 
 def _trace_context(row: Mapping[str, Any]) -> dict[str, str] | None:
