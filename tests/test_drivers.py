@@ -77,11 +77,16 @@ class Session:
         self.native = session
         self.is_async = is_async
 
-    async def q(self, sql: str, *params: Any) -> list[Row]:
+    async def raw(self, sql: str, *params: Any) -> list[Row]:
+        """The rows as the driver returns them."""
         statement = Statement(sql, params)
         if self.is_async:
             return await self.native.execute(statement)  # type: ignore[misc]
         return self.native.execute(statement)  # type: ignore[return-value]
+
+    async def q(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        """The rows as dicts, read through what a plan reads (``items``)."""
+        return [dict(row.items()) for row in await self.raw(sql, *params)]
 
     @asynccontextmanager
     async def transaction(self, isolation: Isolation | None = None) -> AsyncIterator[None]:
@@ -109,7 +114,7 @@ class Source:
             with self.native.session() as s:  # type: ignore[union-attr]
                 yield Session(s, False)
 
-    async def q(self, sql: str, *params: Any) -> list[Row]:
+    async def q(self, sql: str, *params: Any) -> list[dict[str, Any]]:
         async with self.session() as s:
             return await s.q(sql, *params)
 
@@ -384,7 +389,7 @@ def test_placeholders_and_percent(flavour: Flavour, _driver_dsn: str) -> None:
 
 
 @each
-def test_rows_are_dicts_and_rowless_statements_return_empty(
+def test_rows_read_by_name_and_rowless_statements_return_empty(
     flavour: Flavour, _driver_dsn: str
 ) -> None:
     tag = new_tag()
@@ -393,11 +398,18 @@ def test_rows_are_dicts_and_rowless_statements_return_empty(
         source = await flavour.open(_driver_dsn, pool_size=1)
         try:
             async with source.session() as s:
-                rows = await s.q(
+                rows = await s.raw(
                     "SELECT n, n * 10 AS ten FROM generate_series(1, $1::int) AS n ORDER BY n", 3
                 )
-                assert rows == [{"n": 1, "ten": 10}, {"n": 2, "ten": 20}, {"n": 3, "ten": 30}]
-                assert all(type(row) is dict for row in rows)
+                assert [dict(row.items()) for row in rows] == [
+                    {"n": 1, "ten": 10},
+                    {"n": 2, "ten": 20},
+                    {"n": 3, "ten": 30},
+                ]
+                first = rows[0]
+                assert (first["n"], first.get("ten"), first.get("absent", 0)) == (1, 10, 0)
+                assert "ten" in first and "absent" not in first
+                assert list(first.keys()) == ["n", "ten"]
                 assert await s.q("SELECT 1 AS one WHERE false") == []
                 ins = "INSERT INTO items (tag, n) VALUES ($1::text, $2::int)"
                 assert await s.q(ins, tag, 1) == []
@@ -918,7 +930,8 @@ def test_adopt_asyncpg_transaction_block(_driver_dsn: str) -> None:
                 adopted = async_driver("asyncpg").adopt(proxy)
                 assert adopted is not None
                 async with adopted.session() as s:
-                    assert await s.execute(Statement("SELECT 1 AS x")) == [{"x": 1}]
+                    [row] = await s.execute(Statement("SELECT 1 AS x"))
+                    assert dict(row.items()) == {"x": 1}
         finally:
             await conn.close()
 

@@ -700,11 +700,11 @@ class Guarded:
     def __init__(self, session: SyncSession | AsyncSession) -> None:
         self.session = session
 
-    async def q(self, sql: str, *params: Any) -> list[Row]:
+    async def q(self, sql: str, *params: Any) -> list[dict[str, Any]]:
+        """The rows as dicts, read through what a plan reads (``items``)."""
         result = self.session.execute(Statement(sql, params))
-        if asyncio.iscoroutine(result):
-            return await result
-        return result
+        rows: list[Row] = await result if asyncio.iscoroutine(result) else result
+        return [dict(row.items()) for row in rows]
 
     async def one(self, sql: str, *params: Any) -> Any:
         rows = await self.q(sql, *params)

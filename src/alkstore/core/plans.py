@@ -8,14 +8,16 @@ an async runner drive the same generator; they are the only code that differs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import attrs
 
 T = TypeVar("T")
 U = TypeVar("U")
-Row = dict[str, Any]
+Row = Mapping[str, Any]
+"""A result row, read by column name (``row[name]``, ``get``, ``items``, ``in``): a dict, or a
+driver's own record where copying it into a dict would cost a fetch per row."""
 Steps = Generator["Statement", list[Row], T]
 
 

@@ -65,7 +65,8 @@ class SyncSession(Protocol):
     """One connection, used by one thread at a time."""
 
     def execute(self, statement: Statement) -> list[Row]:
-        """Run one statement; rows as dicts (empty for statements without rows)."""
+        """Run one statement; its rows (:data:`~alkstore.core.plans.Row`), empty for statements
+        without rows."""
         ...
 
     def transaction(self, isolation: Isolation | None = None) -> AbstractContextManager[None]:
@@ -83,7 +84,8 @@ class AsyncSession(Protocol):
     """One connection, used by one task at a time."""
 
     async def execute(self, statement: Statement) -> list[Row]:
-        """Run one statement; rows as dicts (empty for statements without rows)."""
+        """Run one statement; its rows (:data:`~alkstore.core.plans.Row`), empty for statements
+        without rows."""
         ...
 
     def transaction(self, isolation: Isolation | None = None) -> AbstractAsyncContextManager[None]:

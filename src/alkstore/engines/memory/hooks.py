@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -56,9 +56,9 @@ class MemoryTestHooks:
         """Every job as a row, each timestamp as its age in seconds."""
 
         def rows(m: Model) -> list[Row]:
-            out = []
+            out: list[Row] = []
             for job in m.jobs.values():
-                row: Row = attrs.asdict(job.to_job(), recurse=False)
+                row: dict[str, Any] = attrs.asdict(job.to_job(), recurse=False)
                 row["name"] = row.pop("queue")
                 row["state"] = job.state.value
                 row["data"] = json.dumps(job.data)
