@@ -15,12 +15,12 @@ None that could pass for "not set". ``job.has_metadata`` tells the two apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import attrs
 
 from .errors import MetadataNotFetched
+from .plans import Row
 from .records import _STATES, Job, as_int, as_json, as_opt_int, as_time, as_uuid
 from .states import JobState
 from .tracecontext import read_trace_context
@@ -77,7 +77,7 @@ class LeanJob(Job):
     has_metadata: ClassVar[bool] = False
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> LeanJob:
+    def from_row(cls, row: Row) -> LeanJob:
         """Build from a row of the lean columns (``name`` is the queue, ``data`` JSON text)."""
         get = row.__getitem__
         return cls.of(

@@ -8,16 +8,41 @@ an async runner drive the same generator; they are the only code that differs.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import attrs
 
 T = TypeVar("T")
 U = TypeVar("U")
-Row = Mapping[str, Any]
-"""A result row, read by column name (``row[name]``, ``get``, ``items``, ``in``): a dict, or a
-driver's own record where copying it into a dict would cost a fetch per row."""
+
+
+class Row(Protocol):
+    """A result row, read by column name only: a dict, or a driver's own record where copying
+    it into a dict would cost a fetch per row (asyncpg's ``Record``, which iterates its values
+    rather than its names: hence no ``__iter__`` here, so that no plan iterates a row)."""
+
+    def __getitem__(self, name: str, /) -> Any: ...
+
+    @overload
+    def get(self, name: str, /) -> Any: ...
+
+    @overload
+    def get(self, name: str, default: Any, /) -> Any: ...
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        """The (column name, value) pairs."""
+        ...
+
+    def keys(self) -> Iterable[str]:
+        """The column names."""
+        ...
+
+    def __contains__(self, name: object, /) -> bool: ...
+
+    def __len__(self) -> int: ...
+
+
 Steps = Generator["Statement", list[Row], T]
 
 

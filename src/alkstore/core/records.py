@@ -11,13 +11,14 @@ import datetime as dt
 import json
 import json.scanner
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
 import attrs
 
 from .ids import uuid_of_int
 from .options import Policy, QueueOptions
+from .plans import Row
 from .states import JobState
 from .tracecontext import read_trace_context
 
@@ -132,7 +133,7 @@ class Job:
     jobs")."""
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Job:
+    def from_row(cls, row: Row) -> Job:
         """Build from a job row (the engine selects ``data`` and ``output`` as JSON text).
 
         Written for speed (a fetch builds one per job): positional arguments, and each
@@ -187,7 +188,7 @@ class Job:
         return (-self.priority, self.created_on, self.id.int)
 
 
-def _trace_context(row: Mapping[str, Any]) -> dict[str, str] | None:
+def _trace_context(row: Row) -> dict[str, str] | None:
     """The ``trace_context`` column (JSON text, :mod:`.tracecontext`); a row without it (a
     read that leaves it out) has none."""
     return read_trace_context(row.get("trace_context"))
@@ -219,7 +220,7 @@ class Queue:
         return self.options.dead_letter
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Queue:
+    def from_row(cls, row: Row) -> Queue:
         """Build from a queue row."""
         options = QueueOptions(
             retry_limit=as_int(row["retry_limit"]),

@@ -21,6 +21,7 @@ from cronsim import CronSim, CronSimError
 
 from .errors import InvalidOptions
 from .options import JobOptions, dump_json
+from .plans import Row
 from .records import as_json, as_time
 from .validation import check_queue_name
 
@@ -143,7 +144,7 @@ class Schedule:
     updated_on: dt.datetime
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Schedule:
+    def from_row(cls, row: Row) -> Schedule:
         """Build from a schedule row (``data`` and ``options`` selected as JSON text)."""
         return cls(
             name=row["name"],

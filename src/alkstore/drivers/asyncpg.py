@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
 from asyncpg.pool import Pool
@@ -67,9 +67,7 @@ class AsyncpgSession:
             )
         except TimeoutError as exc:
             raise self._abandoned() from exc
-        # A record reads like a mapping by name (``[]``, get, items, keys, ``in``), which is
-        # all a plan does with a row; iterating one yields its values, which no plan does.
-        return cast("list[Row]", records)
+        return list(records)
 
     async def _simple(self, sql: str) -> None:
         try:
