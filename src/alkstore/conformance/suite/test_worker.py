@@ -178,10 +178,13 @@ def test_running_jobs_are_heartbeaten(alkstore_store):
     with work(alkstore_store, "q", handler, **FAST):
         job_id = alkstore_store.send("q", 1)
         assert started.wait(30)
-        alkstore_store.advance(9)
+        # Each step leaves the latest heartbeat 4 s short of the 10 s limit (the worker's own
+        # maintenance runs every 0.2 s: a heartbeat late by a second on a loaded machine
+        # must not expire the job), and 12 s pass in all: alive only through the heartbeats.
+        alkstore_store.advance(6)
         shifted = alkstore_store.get_job("q", job_id).heartbeat_on
         eventually(lambda: alkstore_store.get_job("q", job_id).heartbeat_on > shifted)
-        alkstore_store.advance(9)  # 18 s in all since the claim: alive only through the heartbeats
+        alkstore_store.advance(6)
         assert alkstore_store.maintain().heartbeat_expired == 0
         release.set()
         eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.COMPLETED)
