@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from typing import Any
 
 import attrs
 
@@ -73,7 +74,9 @@ class MemoryMessaging(SchemaPlans):
 
         def fire_due(schema: MemorySchema) -> int:
             at = now or schema.model.now
-            fired = 0
+            # One send per queue, as the SQL engines' one statement: the jobs of one pass
+            # share their creation and are fetched in id order, not in the schedules' order.
+            batches: dict[str, list[tuple[uuid.UUID, Any, JobOptions]]] = {}
             for where in sorted(schema.schedules):
                 schedule = schema.schedules[where]
                 slot = schedule.due(at)
@@ -81,11 +84,12 @@ class MemoryMessaging(SchemaPlans):
                     continue
                 schema.schedules[where] = attrs.evolve(schedule, last_slot=slot)
                 job = NewJob.build(schedule.data, schedule.job_options(slot), new_id)
-                schema.model.send_many(
-                    schedule.name, [(job.id, _loads(job.data_json), job.options)]
+                batches.setdefault(schedule.name, []).append(
+                    (job.id, _loads(job.data_json), job.options)
                 )
-                fired += 1
-            return fired
+            for queue, batch in batches.items():
+                schema.model.send_many(queue, batch)
+            return sum(len(batch) for batch in batches.values())
 
         return self._plan("fire_schedules", fire)
 
