@@ -183,8 +183,8 @@ class Job:
         The id compares as its 128-bit integer, which orders as PostgreSQL orders uuids (by
         their bytes) and as ``UUID`` objects do, without their Python-level ``__eq__`` and
         ``__lt__``: the jobs of one ``send_many`` share ``created_on``, so sorting a fetched
-        batch of 100 compared ids some 600 times (measured: 5 % of a batch fetch's client
-        time, docs/benchmarks.md)."""
+        batch of 100 compared ids some 600 times (measured: 82 against 21 µs a sort, 0.6 µs a
+        job; docs/benchmarks.md, "Sorting a fetched batch by integers")."""
         return (-self.priority, self.created_on, self.id.int)
 
 
