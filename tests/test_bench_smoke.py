@@ -44,6 +44,8 @@ def bench(dsn: str, tmp_path: Path, command: str) -> dict[str, Any]:
     assert env["postgresql"]["fsync"] == "off"
     assert env["machine"]["cpu_count"] >= 1
     assert env["libraries"]["psycopg"]
+    uvloop = f"uvloop {env['libraries']['uvloop']}"  # the default
+    assert env["event_loop"] == ("asyncio" if "--event-loop asyncio" in command else uvloop)
     return document
 
 
@@ -97,7 +99,8 @@ def test_drain_through_work(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,
         tmp_path,
-        "drain --jobs 200 --consumers 1,2 --batch 1,10 --driver psycopg+work,asyncpg+work",
+        "drain --jobs 200 --consumers 1,2 --batch 1,10 --driver psycopg+work,asyncpg+work "
+        "--event-loop asyncio",
     )
     rows = doc["results"]
     for driver in ("psycopg+work", "asyncpg+work"):

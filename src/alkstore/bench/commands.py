@@ -18,6 +18,7 @@ import attrs
 
 from ..engines import engine_class
 from . import enqueue as enqueue_bench
+from . import event_loop
 from . import latency as latency_bench
 from . import rss as rss_bench
 from . import scale as scale_bench
@@ -82,6 +83,8 @@ class Options:
     """Major version of the throwaway server (``--pg-version``; None: the system's)."""
     pgbouncer: bool = False
     """Measured stores connect through a throwaway PgBouncer (``--pgbouncer``; drain only)."""
+    event_loop: str = event_loop.DEFAULT
+    """The loop async cells run on (``--event-loop``, :mod:`.event_loop`)."""
 
 
 def run(
@@ -92,6 +95,7 @@ def run(
 ) -> dict[str, Any]:
     """Run one command end to end; returns the JSON document it wrote."""
     started = dt.datetime.now(dt.UTC)
+    event_loop.choose(options.event_loop)
     with bench_server(
         options.dsn, options.server_settings, options.pg_version, options.pgbouncer
     ) as server:
@@ -103,7 +107,9 @@ def run(
             )
         with BenchProgress(options.progress) as progress:
             measured = measure(server, progress)
-        environment = fingerprint(server, {"peers": dict(measured.environment)})
+        environment = fingerprint(
+            server, {"event_loop": event_loop.described(), "peers": dict(measured.environment)}
+        )
     document: dict[str, Any] = {
         "command": command,
         "arguments": dict(arguments),

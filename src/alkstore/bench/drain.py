@@ -21,6 +21,7 @@ import alkstore
 
 from ..core.records import Job
 from ..core.states import JobState
+from . import event_loop
 from .loops import LoopOutcome, Tally, run_tasks, run_threads, tracked
 from .measure import (
     CpuUse,
@@ -354,7 +355,7 @@ def drain_alkstore(
     cell = _Drain(dsn, backend, jobs, consumers, batch, schema, progress, timeout)
     cell.postmaster = local_postmaster(dsn)
     try:
-        return asyncio.run(_drain_async(cell)) if backend.is_async else _drain_sync(cell)
+        return event_loop.run(_drain_async(cell)) if backend.is_async else _drain_sync(cell)
     finally:
         drop_schema(dsn, schema)
 

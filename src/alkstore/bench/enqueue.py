@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from . import event_loop
 from .drain import QUEUE, Backend, alkstore_row, job_specs
 from .loops import run_workers, run_workers_async
 from .measure import Latency, rate, reset_peak_rss
@@ -76,7 +77,9 @@ def enqueue_cell(
     per_call = 1 if mode == "send" else batch
     cell = _Senders(dsn, backend, mode, senders, jobs, per_call, schema)
     try:
-        seconds, samples = asyncio.run(_async_cell(cell)) if backend.is_async else _sync_cell(cell)
+        seconds, samples = (
+            event_loop.run(_async_cell(cell)) if backend.is_async else _sync_cell(cell)
+        )
     finally:
         drop_schema(dsn, schema)
     latency = Latency.of(samples)

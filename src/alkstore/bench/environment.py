@@ -24,6 +24,7 @@ LIBRARIES = (
     "pg8000",
     "pgqueuer",
     "procrastinate",
+    "uvloop",
 )
 """Python distributions whose versions are recorded (None when not installed)."""
 

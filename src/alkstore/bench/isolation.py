@@ -14,6 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
+from . import event_loop
 from .progress import Progress, polling
 
 T = TypeVar("T")
@@ -37,9 +38,10 @@ class SharedCounterProgress:
         return polling(read, write)
 
 
-def _init_child(counter: Any) -> None:
+def _init_child(counter: Any, loop: str) -> None:
     global _counter
     _counter = counter
+    event_loop.choose(loop)
 
 
 def run_isolated(
@@ -52,13 +54,17 @@ def run_isolated(
     """``function(SharedCounterProgress(), *args)`` in a fresh process; its result.
 
     ``function`` must be a module-level function (it is pickled by name) taking the child's
-    progress as its first argument.
+    progress as its first argument. The child runs its async cells on this process's
+    :mod:`.event_loop`.
     """
     context = multiprocessing.get_context("spawn")
     counter = context.Value("q", 0)
     with (
         ProcessPoolExecutor(
-            max_workers=1, mp_context=context, initializer=_init_child, initargs=(counter,)
+            max_workers=1,
+            mp_context=context,
+            initializer=_init_child,
+            initargs=(counter, event_loop.chosen()),
         ) as pool,
         progress.track(description, total, lambda: int(counter.value)),
     ):

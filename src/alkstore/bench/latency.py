@@ -28,6 +28,7 @@ from typing import Any
 
 from ..core.records import Job
 from ..worker import stages
+from . import event_loop
 from .drain import QUEUE, Backend, alkstore_row
 from .measure import Latency, peak_rss_mb, reset_peak_rss
 from .pacing import deadline_after, paced_async, paced_sync
@@ -200,7 +201,7 @@ def latency_cell(
             probe = stages.enable()
             try:
                 handled, sends = (
-                    asyncio.run(_work_async(*args, probe))
+                    event_loop.run(_work_async(*args, probe))
                     if backend.is_async
                     else _work_sync(*args, probe)
                 )
@@ -208,7 +209,7 @@ def latency_cell(
                 stages.disable()
             waits, stamped = handled.waits, _breakdown(handled, sends)
         elif backend.is_async:
-            waits, sends = asyncio.run(_latency_async(*args))
+            waits, sends = event_loop.run(_latency_async(*args))
         else:
             waits, sends = _run_sync(*args)
     finally:

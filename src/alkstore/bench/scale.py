@@ -26,6 +26,7 @@ import psycopg
 from ..engines import engine_class
 from ..engines.postgres.identifiers import quote_ident, quote_schema
 from ..engines.postgres.schema import rows_table
+from . import event_loop
 from .drain import QUEUE, Backend, alkstore_row, store_tasks, store_threads
 from .loops import LoopOutcome, Tally, tracked
 from .measure import Latency, rate, reset_peak_rss
@@ -140,7 +141,7 @@ def scale_cell(
         dsn, backend, scenario, samples, drain_jobs, consumers, batch, schema, progress, timeout
     )
     try:
-        return asyncio.run(_cell_async(cell)) if backend.is_async else _cell_sync(cell)
+        return event_loop.run(_cell_async(cell)) if backend.is_async else _cell_sync(cell)
     finally:
         drop_schema(dsn, schema)
 

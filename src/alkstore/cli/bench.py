@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..bench import commands
+from ..bench import commands, event_loop
 from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, WORK
 from ..bench.peers import LATENCY_PEERS, PEERS
 from ..bench.report import err
@@ -85,6 +85,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="seconds one timed drain may take (default %(default)g)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--event-loop",
+        choices=event_loop.EVENT_LOOPS,
+        default=event_loop.DEFAULT,
+        help="the loop async drivers and async peers run on (default %(default)s)",
+    )
 
 
 def _backend(parser: argparse.ArgumentParser, engine: bool = True) -> None:
@@ -291,6 +297,7 @@ def _options(args: argparse.Namespace) -> commands.Options:
         emulate=getattr(args, "emulate", False),
         pg_version=args.pg_version,
         pgbouncer=getattr(args, "pgbouncer", False),
+        event_loop=args.event_loop,
     )
 
 

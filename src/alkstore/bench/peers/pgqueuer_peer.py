@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from ...engines.postgres.identifiers import quote_schema
+from .. import event_loop
 from ..pacing import after_commit, deadline_after, paced_async
 from ..progress import Progress
 from ..results import DrainResult
@@ -47,7 +48,7 @@ versions = python_library_versions
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, then time ``spec.consumers`` queue managers draining the queue."""
     with fresh_schema(dsn, schema):
-        return asyncio.run(_drain(dsn, spec, schema, progress))
+        return event_loop.run(_drain(dsn, spec, schema, progress))
 
 
 async def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
@@ -116,7 +117,7 @@ def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) ->
     enqueued at ``rate`` on one connection to a ``QueueManager`` on another, woken by
     pgqueuer's NOTIFY (its default)."""
     with fresh_schema(dsn, schema):
-        return asyncio.run(_latency(dsn, rate, total, concurrency, schema))
+        return event_loop.run(_latency(dsn, rate, total, concurrency, schema))
 
 
 async def _latency(

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from ...engines.postgres.identifiers import quote_schema
+from .. import event_loop
 from ..pacing import after_commit, deadline_after, paced_async
 from ..progress import Progress
 from ..results import DrainResult
@@ -48,7 +49,7 @@ versions = python_library_versions
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, then time ``spec.consumers`` workers draining the queue."""
     with fresh_schema(dsn, schema):
-        result = asyncio.run(_drain(dsn, spec, schema, progress))
+        result = event_loop.run(_drain(dsn, spec, schema, progress))
         with admin_connection(dsn) as conn:
             row = conn.execute(
                 f"SELECT count(*) FROM {quote_schema(schema)}.procrastinate_jobs WHERE status = %s",
@@ -116,7 +117,7 @@ def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) ->
     deferred at ``rate`` through one app to a worker (``concurrency``, ``listen_notify=True``)
     of another app, each with its own pool."""
     with fresh_schema(dsn, schema):
-        return asyncio.run(_latency(dsn, rate, total, concurrency, schema))
+        return event_loop.run(_latency(dsn, rate, total, concurrency, schema))
 
 
 async def _latency(
