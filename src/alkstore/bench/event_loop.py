@@ -57,7 +57,7 @@ def chosen() -> str:
 
 
 def described() -> str:
-    """The chosen loop with its version, for the results file (``uvloop 0.21.0``)."""
+    """The chosen loop with its version, for the results file (``uvloop 0.23.0``)."""
     if _chosen == "uvloop":
         return f"uvloop {metadata.version('uvloop')}"
     return "asyncio"
