@@ -16,9 +16,12 @@ from typing import Any
 import psycopg
 import pytest
 
+import alkstore
 from alkstore.bench.commands import _enqueue_ratios
 from alkstore.bench.measure import Latency, cpu_window, local_postmaster, percentile
 from alkstore.bench.pacing import after_commit
+from alkstore.bench.server import drop_schema
+from alkstore.bench.telemetry_bench import instrument_for_bench
 from alkstore.cli import main
 from alkstore.conformance.cluster import TempCluster
 from alkstore.conformance.pgbouncer import PgBouncerUnavailable, find_pgbouncer
@@ -326,6 +329,57 @@ def test_drain_with_telemetry_runs_each_cell_with_and_without(
         assert row["on_jobs_per_s"] == pair["postgres [otel]"]["jobs_per_s"]
         assert row["ratio"] == pytest.approx(row["on_jobs_per_s"] / row["off_jobs_per_s"], abs=1e-3)
         assert row["cpu_ratio"] > 0
+
+
+def test_drain_with_sampled_telemetry_records_the_share(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "drain --jobs 100 --consumers 2 --batch 10 --telemetry --telemetry-sample 0.25",
+    )
+    assert doc["arguments"]["telemetry_sample"] == 0.25
+    assert sorted(r["engine"] for r in doc["results"]) == ["postgres", "postgres [otel]"]
+    for row in doc["results"]:
+        check_drained(row, 100)
+
+
+@pytest.mark.parametrize("share", ["0", "1.5", "-0.1"])
+def test_a_telemetry_sample_outside_0_to_1_is_refused(
+    _bench_dsn: str, tmp_path: Path, share: str
+) -> None:
+    path = tmp_path / "drain.json"
+    shape = ["--jobs", "10", "--consumers", "1", "--batch", "1", "--telemetry"]
+    where = ["--dsn", _bench_dsn, "--json", str(path), "--no-progress"]
+    status = main(["bench", "drain", *shape, "--telemetry-sample", share, *where])
+    assert status != 0
+    assert not path.exists()
+
+
+def test_a_telemetry_sample_without_telemetry_is_refused(_bench_dsn: str, tmp_path: Path) -> None:
+    path = tmp_path / "drain.json"
+    where = ["--dsn", _bench_dsn, "--json", str(path), "--no-progress"]
+    status = main(["bench", "drain", "--jobs", "10", "--telemetry-sample", "0.5", *where])
+    assert status != 0
+    assert not path.exists()
+
+
+@pytest.mark.parametrize(("share", "recorded"), [(1.0, 12), (1e-9, 0)])
+def test_bench_telemetry_records_the_spans_of_the_sampled_share(
+    _bench_dsn: str, share: float, recorded: int
+) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    schema = f"sampled_{'all' if share == 1.0 else 'few'}"
+    with alkstore.connect(_bench_dsn, schema=schema) as store:
+        provider = instrument_for_bench(store, share)
+        spans = InMemorySpanExporter()
+        provider.add_span_processor(SimpleSpanProcessor(spans))
+        store.create_queue("q")
+        for n in range(12):  # twelve root spans: twelve traces
+            store.send("q", {"n": n})
+        assert len(spans.get_finished_spans()) == recorded
+    drop_schema(_bench_dsn, schema)
 
 
 def test_cpu_accounting_sees_the_server_work(_bench_dsn: str) -> None:

@@ -244,10 +244,14 @@ def drain(
     batches: Sequence[int],
     scenarios: Sequence[str] = ("standard",),
     telemetry: bool = False,
+    telemetry_sample: float | None = None,
 ) -> dict[str, Any]:
     """``bench drain``: jobs/s, fetch latency, empty fetches, duplicates, peak RSS per cell
     (per queue policy scenario: ``standard``, ``singleton``, ``key_strict_fifo``); with
-    ``telemetry``, each cell runs again with OpenTelemetry on (docs/observability.md)."""
+    ``telemetry``, each cell runs again with OpenTelemetry on (docs/observability.md),
+    recording the spans of ``telemetry_sample`` of the traces (None: every one)."""
+    if telemetry_sample is not None and not telemetry:
+        raise ValueError("telemetry_sample samples the traces of a drain with telemetry on")
     arguments = _arguments(
         engine=engine, drivers=drivers, jobs=jobs, consumers=consumers, batch=batches
     )
@@ -255,6 +259,8 @@ def drain(
         arguments["scenario"] = list(scenarios)
     if telemetry:
         arguments["telemetry"] = True
+    if telemetry_sample is not None:
+        arguments["telemetry_sample"] = telemetry_sample
     if options.pgbouncer:
         arguments["pgbouncer"] = True
 
@@ -263,7 +269,15 @@ def drain(
             _drain_one(
                 server,
                 progress,
-                Backend(engine, d, options.emulate, scenario, measured, server.pooled_dsn),
+                Backend(
+                    engine,
+                    d,
+                    options.emulate,
+                    scenario,
+                    measured,
+                    pooled_dsn=server.pooled_dsn,
+                    telemetry_sample=1.0 if telemetry_sample is None else telemetry_sample,
+                ),
                 jobs,
                 c,
                 b,

@@ -77,6 +77,8 @@ class Backend:
     """The drained queue's policy (:data:`SCENARIOS`)."""
     telemetry: bool = False
     """Instrument the store with OpenTelemetry (:func:`.telemetry_bench.instrument_for_bench`)."""
+    telemetry_sample: float = 1.0
+    """With ``telemetry``, the share of traces whose spans are recorded (1: every one)."""
     pooled_dsn: str | None = None
     """Connect the stores here, through PgBouncer (``pooler="pgbouncer"``), instead of to the
     DSN the drain is given (which setup and checks keep using)."""
@@ -87,6 +89,11 @@ class Backend:
     def __attrs_post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
             raise ValueError(f"unknown scenario {self.scenario!r}: use one of {SCENARIOS}")
+        if not 0.0 < self.telemetry_sample <= 1.0:
+            raise ValueError(
+                f"telemetry sample {self.telemetry_sample!r}: a share of the traces, "
+                "above 0 and at most 1"
+            )
         if self.base_driver not in DRIVERS:
             raise ValueError(
                 f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}"
@@ -143,7 +150,7 @@ class Backend:
             pooler="pgbouncer" if self.pooled_dsn else None,
         )
         if self.telemetry:
-            instrument_for_bench(store)
+            instrument_for_bench(store, self.telemetry_sample)
         return store
 
     async def open_async(self, dsn: str, schema: str, pool_size: int) -> alkstore.AsyncStore:
@@ -158,7 +165,7 @@ class Backend:
             pooler="pgbouncer" if self.pooled_dsn else None,
         )
         if self.telemetry:
-            instrument_for_bench(store)
+            instrument_for_bench(store, self.telemetry_sample)
         return store
 
 

@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from typing import Any
 
 
-def instrument_for_bench(store: Any) -> None:
-    """Instrument ``store`` with SDK providers: every span is recorded, ended and handed to a
-    span processor whose exporter drops it; metrics aggregate in an in-memory reader.
+def instrument_for_bench(store: Any, sample: float = 1.0) -> Any:
+    """Instrument ``store`` with SDK providers: every span is recorded (or, with ``sample``
+    below 1, the spans of that share of the traces: ``ParentBased(TraceIdRatioBased)``, as
+    a deployment that samples would), ended and handed to a span processor whose exporter
+    drops it; metrics aggregate in an in-memory reader. Returns the tracer provider.
 
     OpenTelemetry is imported here, not at the top, so a drain without telemetry loads none
     of it."""
@@ -21,6 +23,7 @@ def instrument_for_bench(store: Any) -> None:
         SpanExporter,
         SpanExportResult,
     )
+    from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased, TraceIdRatioBased
 
     from ..telemetry import instrument
 
@@ -30,7 +33,9 @@ def instrument_for_bench(store: Any) -> None:
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.SUCCESS
 
-    tracer_provider = TracerProvider()
+    sampler = ALWAYS_ON if sample >= 1.0 else ParentBased(TraceIdRatioBased(sample))
+    tracer_provider = TracerProvider(sampler=sampler)
     tracer_provider.add_span_processor(BatchSpanProcessor(Dropped()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     instrument(store, tracer_provider=tracer_provider, meter_provider=meter_provider)
+    return tracer_provider

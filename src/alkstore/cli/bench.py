@@ -173,6 +173,13 @@ def register(subparsers: Any) -> None:
         help="also run each cell with OpenTelemetry on (SDK providers, spans dropped; "
         "needs alkstore[otel] and opentelemetry-sdk)",
     )
+    drain.add_argument(
+        "--telemetry-sample",
+        type=float,
+        metavar="SHARE",
+        help="with --telemetry, record the spans of this share of the traces (0 < SHARE <= 1; "
+        "default: every one)",
+    )
 
     contention = _subcommand(
         sub,
@@ -338,6 +345,7 @@ def _drain(args: argparse.Namespace) -> int:
             engine=args.engine,
             scenarios=args.scenario,
             telemetry=args.telemetry,
+            telemetry_sample=args.telemetry_sample,
             **_grid(args),
         )
     )
