@@ -5,6 +5,7 @@ bookkeeping of running handler calls and every decision about them. The shells o
 
 from __future__ import annotations
 
+import random
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -12,7 +13,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from ..core.plans import Plan
+from ..core.plans import (
+    MAX_SERIALIZATION_RETRIES,
+    SERIALIZATION_FAILURE,
+    Plan,
+    serialization_pause,
+)
 from ..core.records import Job
 from ..core.targets import targets
 from ..drivers.base import DriverSettings
@@ -205,6 +211,21 @@ class WorkerCore(Generic[C]):
         back) when the settlement's plans changed fewer jobs than they had to."""
         if sum(done) < outcome.completions + len(outcome.failed):
             raise JobLost(f"jobs of {self.queue!r} were settled elsewhere")
+
+    def _retry_pause(self, exc: Exception, attempt: int) -> float | None:
+        """Seconds to wait before running a transactional call again after its transaction
+        (run ``attempt``, 0-based) failed with ``exc``; None when the failure stands.
+
+        A serialization failure aborted the whole transaction — the handler's writes and the
+        completion — and says nothing about the job: the call runs again from the start, as
+        the store's own transactions do, before it counts as the job's failure
+        (docs/workers.md, "Transactional workers")."""
+        info = self._store.driver.error_info(exc)
+        if info is None or info.sqlstate != SERIALIZATION_FAILURE:
+            return None
+        if attempt >= MAX_SERIALIZATION_RETRIES:
+            return None
+        return serialization_pause(attempt, random.random())
 
     def _chains(self, outcome: Settlement, stopping: bool) -> bool:
         """Settle with ``complete_and_fetch`` (the slot claims its next jobs in the same

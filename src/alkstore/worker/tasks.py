@@ -18,7 +18,7 @@ from .claims import AsyncClaims
 from .context import AsyncJobContext
 from .core import WorkerCore
 from .options import WorkOptions
-from .settle import STOPPED, JobLost, error_of, native_connection
+from .settle import STOPPED, JobLost, Settlement, error_of, native_connection
 
 if TYPE_CHECKING:
     from ..store import AsyncStore
@@ -185,29 +185,46 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
         return []
 
     async def _call_in_transaction(self, ctx: AsyncJobContext) -> None:
-        store = self._store
-        try:
-            async with store._source.session() as session:
-                async with session.transaction(self._engine.isolation):
-                    ctx.connection = native_connection(session)
-                    outcome = self._settlement(ctx, await self._invoke(ctx))
-                    done = [
-                        await run_in_session_async(session, store.driver, p) for p in outcome.plans
-                    ]
-                    self._check_settled(outcome, done)
-                ctx.connection = None
-        except JobLost as exc:
-            self._event("settle_error", error=str(exc))
-            return
-        except Exception as exc:
-            ctx.connection = None
-            outcome = self._settlement(ctx, error=exc)
+        attempt = 0
+        while True:
             try:
-                for plan in outcome.plans:
-                    await store._run(plan)
-            except Exception as again:
-                self._event("settle_error", error=error_of(again)["message"])
+                outcome = await self._run_transaction(ctx)
+                break
+            except JobLost as exc:
+                self._event("settle_error", error=str(exc))
                 return
+            except Exception as exc:
+                ctx.connection = None
+                pause = self._retry_pause(exc, attempt)
+                if pause is None:
+                    await self._fail_call(ctx, exc)
+                    return
+                attempt += 1
+                await asyncio.sleep(pause)
+        self._report(outcome.failed)
+
+    async def _run_transaction(self, ctx: AsyncJobContext) -> Settlement:
+        """The handler and its jobs' settlement in one transaction; the settlement."""
+        store = self._store
+        async with store._source.session() as session:
+            async with session.transaction(self._engine.isolation):
+                ctx.connection = native_connection(session)
+                outcome = self._settlement(ctx, await self._invoke(ctx))
+                done = [await run_in_session_async(session, store.driver, p) for p in outcome.plans]
+                self._check_settled(outcome, done)
+            ctx.connection = None
+        return outcome
+
+    async def _fail_call(self, ctx: AsyncJobContext, exc: Exception) -> None:
+        """Record ``exc`` as the failure of the call's jobs, outside the rolled-back
+        transaction."""
+        outcome = self._settlement(ctx, error=exc)
+        try:
+            for plan in outcome.plans:
+                await self._store._run(plan)
+        except Exception as again:
+            self._event("settle_error", error=error_of(again)["message"])
+            return
         self._report(outcome.failed)
 
     async def _touch(self, jobs: list[Job]) -> bool:

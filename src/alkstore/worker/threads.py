@@ -22,7 +22,7 @@ from .claims import Claims
 from .context import JobContext
 from .core import WorkerCore
 from .options import WorkOptions
-from .settle import STOPPED, JobLost, error_of, native_connection
+from .settle import STOPPED, JobLost, Settlement, error_of, native_connection
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -165,30 +165,49 @@ class Worker(WorkerCore[JobContext]):
         return []
 
     def _call_in_transaction(self, ctx: JobContext) -> None:
-        store = self._store
-        try:
-            with store._source.session() as session:
-                with session.transaction(self._engine.isolation):
-                    ctx.connection = native_connection(session)
-                    result = self._handler(*self._arguments(ctx))
-                    outcome = self._settlement(ctx, result)
-                    done = [run_in_session(session, store.driver, p) for p in outcome.plans]
-                    self._check_settled(outcome, done)
-                ctx.connection = None
-        except JobLost as exc:
-            self._event("settle_error", error=str(exc))
-            return
-        except Exception as exc:
-            ctx.connection = None
-            # The handler's writes rolled back with the transaction; the failure is recorded
-            # on its own.
-            outcome = self._settlement(ctx, error=exc)
+        attempt = 0
+        while True:
             try:
-                for plan in outcome.plans:
-                    store._run(plan)
-            except Exception as again:
-                self._event("settle_error", error=error_of(again)["message"])
+                outcome = self._run_transaction(ctx)
+                break
+            except JobLost as exc:
+                self._event("settle_error", error=str(exc))
                 return
+            except Exception as exc:
+                ctx.connection = None
+                pause = self._retry_pause(exc, attempt)
+                if pause is None:
+                    # The handler's writes rolled back with the transaction; the failure is
+                    # recorded on its own.
+                    self._fail_call(ctx, exc)
+                    return
+                attempt += 1
+                time.sleep(pause)
+        self._report(outcome.failed)
+
+    def _run_transaction(self, ctx: JobContext) -> Settlement:
+        """The handler and its jobs' settlement in one transaction; the settlement."""
+        store = self._store
+        with store._source.session() as session:
+            with session.transaction(self._engine.isolation):
+                ctx.connection = native_connection(session)
+                result = self._handler(*self._arguments(ctx))
+                outcome = self._settlement(ctx, result)
+                done = [run_in_session(session, store.driver, p) for p in outcome.plans]
+                self._check_settled(outcome, done)
+            ctx.connection = None
+        return outcome
+
+    def _fail_call(self, ctx: JobContext, exc: Exception) -> None:
+        """Record ``exc`` as the failure of the call's jobs, outside the rolled-back
+        transaction."""
+        outcome = self._settlement(ctx, error=exc)
+        try:
+            for plan in outcome.plans:
+                self._store._run(plan)
+        except Exception as again:
+            self._event("settle_error", error=error_of(again)["message"])
+            return
         self._report(outcome.failed)
 
     def _touch(self, jobs: list[Job]) -> bool:
