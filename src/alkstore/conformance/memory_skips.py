@@ -19,6 +19,12 @@ SKIPS: dict[str, str] = {
     "test_worker.py::test_transactional_with_heartbeat_needs_the_capability": (
         NO_CALLER_TRANSACTIONS
     ),
+    "test_worker.py::test_a_serialization_failure_runs_a_transactional_call_again": (
+        NO_CALLER_TRANSACTIONS
+    ),
+    "test_worker.py::test_a_transactional_call_that_never_serializes_fails_its_job": (
+        NO_CALLER_TRANSACTIONS
+    ),
     "test_worker.py::test_transactional_refuses_a_job_level_heartbeat_without_the_capability": (
         NO_CALLER_TRANSACTIONS
     ),

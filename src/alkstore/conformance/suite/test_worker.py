@@ -11,6 +11,7 @@ import pytest
 
 from alkstore import InvalidOptions, JobState, QueueNotFound
 from alkstore.conformance.harness import StoreHandle
+from alkstore.core.plans import MAX_SERIALIZATION_RETRIES
 from alkstore.engines.postgres.runtime import claim_pass
 from alkstore.worker import WorkerEvent, WorkOptions
 
@@ -288,6 +289,53 @@ def test_transactional_worker_commits_writes_with_completion(alkstore_store):
         eventually(lambda: _state(alkstore_store, "q", bad) is JobState.FAILED)
     assert written() == [str(ok)]
     assert alkstore_store.get_job("q", bad).output["message"] == "roll it back"
+
+
+CONFLICT = "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END $$"
+"""A statement the server fails with a serialization failure, as a conflicting transaction
+under SERIALIZABLE would make it fail."""
+
+
+def _raises_serialization_failures(alkstore_store):
+    if not alkstore_store.engine.capabilities.plpgsql:
+        pytest.skip(f"{alkstore_store.engine.name}: raising SQLSTATE 40001 needs a DO block")
+
+
+def test_a_serialization_failure_runs_a_transactional_call_again(alkstore_store):
+    _raises_serialization_failures(alkstore_store)
+    alkstore_store.create_queue("q", retry_limit=0)
+    table, written = side_table(alkstore_store)
+    calls = []
+
+    def handler(job, ctx):
+        calls.append(job.id)
+        execute(ctx, f"INSERT INTO {table} (id) VALUES ($1)", job.id)
+        if len(calls) == 1:
+            execute(ctx, CONFLICT)
+        return "done"
+
+    with work(alkstore_store, "q", handler, transactional=True, **FAST):
+        job_id = alkstore_store.send("q", {})
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.COMPLETED, timeout=20)
+    assert calls == [job_id, job_id]
+    assert alkstore_store.get_job("q", job_id).output == "done"
+    assert written() == [str(job_id)]  # the first run's insert rolled back with it
+
+
+def test_a_transactional_call_that_never_serializes_fails_its_job(alkstore_store):
+    _raises_serialization_failures(alkstore_store)
+    alkstore_store.create_queue("q", retry_limit=0)
+    calls = []
+
+    def handler(job, ctx):
+        calls.append(job.id)
+        execute(ctx, CONFLICT)
+
+    with work(alkstore_store, "q", handler, transactional=True, **FAST):
+        job_id = alkstore_store.send("q", {})
+        eventually(lambda: _state(alkstore_store, "q", job_id) is JobState.FAILED, timeout=30)
+    assert len(calls) == 1 + MAX_SERIALIZATION_RETRIES
+    assert "conflict" in alkstore_store.get_job("q", job_id).output["message"]
 
 
 def test_transactional_with_heartbeat_needs_the_capability(alkstore_store):
