@@ -296,7 +296,7 @@ CONFLICT = "DO $$ BEGIN RAISE EXCEPTION 'conflict' USING ERRCODE = '40001'; END 
 under SERIALIZABLE would make it fail."""
 
 
-def _raises_serialization_failures(alkstore_store):
+def _raises_serialization_failures(alkstore_store: StoreHandle) -> None:
     if not alkstore_store.engine.capabilities.plpgsql:
         pytest.skip(f"{alkstore_store.engine.name}: raising SQLSTATE 40001 needs a DO block")
 
