@@ -1,9 +1,13 @@
 """The asyncpg driver: :data:`ASYNC`.
 
 asyncpg speaks PostgreSQL's ``$1`` placeholders natively and parses the DSN itself, so
-statements go to it unchanged. Connections opened from a DSN come from asyncpg's own pool
-(``min_size=0``: opened lazily, by the acquiring task, within ``connect_timeout``); with
-``DriverSettings.prepared_statements`` off its statement cache is disabled.
+statements go to it unchanged. Connections opened from a DSN come from alkstore's own
+:class:`~.pool.AsyncPool` (opened lazily, by the borrowing task, within ``connect_timeout``),
+as the psycopg driver's do: asyncpg's pool returns every connection through a task of its own
+(``asyncio.shield``) plus a timeout scope, a turn of the event loop and about 1.5 µs of client
+CPU a job at 100 jobs a fetch (docs/benchmarks.md, "The async pools' return"). A caller's own
+asyncpg pool is still adopted as it is. With ``DriverSettings.prepared_statements`` off the
+statement cache is disabled.
 
 Transactions are opened with plain ``BEGIN``/``SAVEPOINT`` statements rather than asyncpg's
 ``Connection.transaction()``, which refuses to start inside a transaction the caller began
@@ -33,8 +37,8 @@ from .base import (
     ErrorInfo,
     Notification,
 )
-from .common import invalid_dsn, transaction_sql, wait_timeout
-from .pool import quiet
+from .common import transaction_sql, wait_timeout
+from .pool import AsyncPool, quiet
 
 if TYPE_CHECKING:
     from asyncpg.pool import PoolConnectionProxy
@@ -106,21 +110,28 @@ class AsyncpgSession:
 
 
 class _OpenedSource:
-    """Sessions from an asyncpg pool this driver opened."""
+    """Sessions on connections of a pool this driver opened."""
 
-    def __init__(self, pool: Pool[asyncpg.Record], deadline: float | None = None) -> None:
+    def __init__(
+        self, pool: AsyncPool[asyncpg.Connection[Any]], deadline: float | None = None
+    ) -> None:
         self._pool = pool
         self._deadline = deadline
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncSession]:
         """Borrow a session for the duration of the block."""
-        async with _pool_session(self._pool, self._deadline) as session:
-            yield session
+        async with self._pool.lease() as lease:
+            session = AsyncpgSession(lease.connection, self._deadline)
+            try:
+                yield session
+            finally:
+                # A broken session's connection was terminated; the pool replaces it.
+                lease.discard = session.broken
 
     async def close(self) -> None:
         """Close the connections this source opened."""
-        await _close_pool(self._pool)
+        await self._pool.close()
 
 
 class _AdoptedConnection:
@@ -157,9 +168,7 @@ class _AdoptedPool:
 
 
 @asynccontextmanager
-async def _pool_session(
-    pool: Pool[asyncpg.Record], deadline: float | None = None
-) -> AsyncIterator[AsyncpgSession]:
+async def _pool_session(pool: Pool[asyncpg.Record]) -> AsyncIterator[AsyncpgSession]:
     conn = await pool.acquire()
     while not _quiet(conn):
         # Its server session ended while it sat idle (see .pool.quiet): replace it before a
@@ -168,9 +177,9 @@ async def _pool_session(
         # Bounded: after a lost connection asyncpg may wait for a cancellation that never
         # comes back; at the bound it terminates the connection instead.
         with suppress(Exception):
-            await pool.release(conn, timeout=deadline or CLOSE_TIMEOUT)
+            await pool.release(conn, timeout=CLOSE_TIMEOUT)
         conn = await pool.acquire()
-    session = AsyncpgSession(conn, deadline)
+    session = AsyncpgSession(conn)
     try:
         yield session
     finally:
@@ -190,19 +199,26 @@ def _terminate(conn: Connection) -> None:
             conn.terminate()
 
 
+def _reusable(conn: asyncpg.Connection[Any]) -> bool:
+    """Open and not left inside a transaction. Nothing else needs resetting: alkstore's
+    plans leave no session state behind (settings only ``SET LOCAL`` or
+    ``set_config(..., true)``, advisory locks only ``pg_advisory_xact_lock``, no ``LISTEN``:
+    listeners have connections of their own)."""
+    return not conn.is_closed() and not conn.is_in_transaction()
+
+
+async def _close(conn: asyncpg.Connection[Any]) -> None:
+    # A graceful close waits for the server's answer, which may never come: bound it.
+    try:
+        await conn.close(timeout=CLOSE_TIMEOUT)
+    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+        conn.terminate()
+
+
 def _quiet(conn: Connection) -> bool:
     transport = getattr(conn, "_transport", None)  # asyncpg exposes no public socket
     sock = transport.get_extra_info("socket") if transport is not None else None
     return sock is None or quiet(sock.fileno())
-
-
-async def _close_pool(pool: Pool[asyncpg.Record]) -> None:
-    # A graceful close waits for every connection to be released and for the server to
-    # answer; it can hang (a lent-out session, an unresponsive server), so bound it.
-    try:
-        await asyncio.wait_for(pool.close(), CLOSE_TIMEOUT)
-    except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
-        pool.terminate()
 
 
 _LOST = None
@@ -288,53 +304,33 @@ class AsyncpgDriver:
     name = "asyncpg"
 
     async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
-        """asyncpg's pool of at most ``settings.pool_size`` connections (opened lazily)."""
+        """A pool of at most ``settings.pool_size`` connections (opened lazily)."""
         kwargs: dict[str, Any] = {}
         if not settings.prepared_statements:
             kwargs["statement_cache_size"] = 0
         setup = ";".join(settings.session_setup)
-
         # Bounded like the connect itself: a stalled network must not hang a borrow.
         bound = settings.call_timeout or settings.connect_timeout
 
-        async def init(conn: asyncpg.Connection[Any]) -> None:
-            for name, value in settings.server_settings:
-                await conn.execute(SET_CONFIG, name, value, timeout=bound)
-            if setup:
-                await conn.execute(setup, timeout=bound)
+        async def connect() -> asyncpg.Connection[Any]:
+            conn: asyncpg.Connection[Any] = await asyncpg.connect(
+                dsn,
+                timeout=settings.connect_timeout,
+                server_settings={"application_name": settings.application_name},
+                **kwargs,
+            )
+            try:
+                for name, value in settings.server_settings:
+                    await conn.execute(SET_CONFIG, name, value, timeout=bound)
+                if setup:
+                    await conn.execute(setup, timeout=bound)
+            except BaseException:
+                conn.terminate()
+                raise
+            return conn
 
-        async def reset(conn: asyncpg.Connection[Any]) -> None:
-            # Nothing to send. This pool runs only alkstore's plans, which leave no session
-            # state behind: settings only SET LOCAL / set_config(..., true), advisory locks
-            # only pg_advisory_xact_lock, no LISTEN (listeners have connections of their
-            # own), no cursors outside a transaction. asyncpg still rolls back a transaction
-            # left open before calling this. Its default reset (RESET ALL and friends, then
-            # our setup again, whose pg_settings scan is costly) was a round trip and ~1 ms
-            # of server time per borrow: 2 per job at batch 1 (issue 17's profile).
-            del conn
-
-        try:
-            # asyncpg parses the DSN when the pool is created (it opens no connection yet).
-            pool = await self._create_pool(dsn, settings, init, reset, kwargs)
-        except ValueError as exc:
-            raise invalid_dsn(dsn, exc) from None
+        pool = AsyncPool(connect, _close, _reusable, settings.pool_size, alive=_quiet)
         return _OpenedSource(pool, settings.call_timeout)
-
-    @staticmethod
-    async def _create_pool(
-        dsn: str, settings: DriverSettings, init: Any, reset: Any, kwargs: dict[str, Any]
-    ) -> Pool[asyncpg.Record]:
-        pool: Pool[asyncpg.Record] = await asyncpg.create_pool(
-            dsn,
-            min_size=0,
-            max_size=settings.pool_size,
-            timeout=settings.connect_timeout,
-            server_settings={"application_name": settings.application_name},
-            init=init,
-            reset=reset,
-            **kwargs,
-        )
-        return pool
 
     def adopt(self, native: object) -> AsyncSource | None:
         """Wrap an ``asyncpg.Connection`` (or pool connection) or ``asyncpg.Pool``, else None."""

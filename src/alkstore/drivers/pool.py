@@ -172,6 +172,8 @@ class AsyncPool(Generic[C]):
         self._open = 0
         self._closed = False
         self._cond = asyncio.Condition()
+        self._waiting = 0
+        """Borrowers waiting for a connection: only then does a return wake anyone."""
 
     @property
     def size(self) -> int:
@@ -203,7 +205,7 @@ class AsyncPool(Generic[C]):
             # Also on cancellation: give the slot back. Plain bookkeeping, no await needed
             # until the notify, which wakes every waiter so none misses the freed slot.
             self._open -= 1
-            await self._notify_all()
+            await self._wake_waiters()
             raise
 
     async def _take_idle(self) -> C | None:
@@ -217,7 +219,11 @@ class AsyncPool(Generic[C]):
                 if self._open < self._size:
                     self._open += 1
                     return None
-                await self._cond.wait()
+                self._waiting += 1
+                try:
+                    await self._cond.wait()
+                finally:
+                    self._waiting -= 1
 
     async def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
@@ -230,10 +236,18 @@ class AsyncPool(Generic[C]):
         # notified swallows the wake-up, and another waiter would sleep on a free slot.
         discarded = not keep or self._closed
         try:
-            await self._notify_all()
+            await self._wake_waiters()
         finally:
             if discarded:
                 await _safe_aclose(self._close, conn)
+
+    async def _wake_waiters(self) -> None:
+        # With nobody waiting there is no one to wake: the shielded notify is a task of its
+        # own, a turn of the event loop on every return of a connection (docs/benchmarks.md,
+        # "The async pools' return"). A borrower that starts waiting later sees the returned
+        # connection or the freed slot itself before it waits.
+        if self._waiting:
+            await self._notify_all()
 
     async def _notify_all(self) -> None:
         # Shielded so that a cancelled borrower still wakes the others.
