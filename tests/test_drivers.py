@@ -612,6 +612,32 @@ def test_broken_connection_is_discarded(flavour: Flavour, _driver_dsn: str) -> N
 
 
 @each
+def test_connection_left_inside_a_transaction_is_not_lent_again(
+    flavour: Flavour, _driver_dsn: str
+) -> None:
+    tag = new_tag()
+
+    async def scenario() -> None:
+        source = await flavour.open(_driver_dsn, pool_size=1)
+        try:
+            async with source.session() as s:
+                [row] = await s.q("SELECT pg_backend_pid() AS pid")
+                first = row["pid"]
+                await s.raw("BEGIN")
+                await s.raw("INSERT INTO items (tag, n) VALUES ($1, 1)", tag)
+                # the block ends with the transaction still open
+            async with source.session() as s:
+                [row] = await s.q("SELECT pg_backend_pid() AS pid")
+                assert row["pid"] != first
+                # the left transaction never committed: its row is gone with its connection
+                assert await s.q("SELECT n FROM items WHERE tag = $1", tag) == []
+        finally:
+            await source.close()
+
+    run(scenario())
+
+
+@each
 def test_connect_failure_is_reported_and_frees_the_slot(flavour: Flavour) -> None:
     import socket
 
