@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 import alkstore
-from alkstore.bench.commands import _enqueue_ratios
+from alkstore.bench.commands import _enqueue_ratios, telemetry_overhead
 from alkstore.bench.measure import Latency, cpu_window, local_postmaster, percentile
 from alkstore.bench.pacing import after_commit
 from alkstore.bench.server import drop_schema
@@ -329,6 +329,43 @@ def test_drain_with_telemetry_runs_each_cell_with_and_without(
         assert row["on_jobs_per_s"] == pair["postgres [otel]"]["jobs_per_s"]
         assert row["ratio"] == pytest.approx(row["on_jobs_per_s"] / row["off_jobs_per_s"], abs=1e-3)
         assert row["cpu_ratio"] > 0
+        # one round: its own ratio is the paired figure
+        assert row["paired_ratio"] == pytest.approx(row["ratio"])
+        on, off = pair["postgres [otel]"], pair["postgres"]
+        assert row["paired_cpu_ratio"] == pytest.approx(
+            (on["client_cpu_us_per_job"] + on["server_cpu_us_per_job"])
+            / (off["client_cpu_us_per_job"] + off["server_cpu_us_per_job"])
+        )
+
+
+def test_telemetry_overhead_pairs_each_round_with_itself() -> None:
+    # Two rounds measure telemetry at 0.9 of the drain without it; in the third the machine
+    # hiccups during the uninstrumented drain. The ratio of the medians then says telemetry
+    # made the drain faster; each round against itself says 0.9.
+    def drained(otel: bool, rate: float, cpu: float) -> dict[str, Any]:
+        return {
+            "engine": "postgres [otel]" if otel else "postgres",
+            "driver": "psycopg",
+            "consumers": 8,
+            "batch": 100,
+            "jobs_per_s": rate,
+            "client_cpu_us_per_job": cpu,
+            "server_cpu_us_per_job": None,
+        }
+
+    rows = [
+        drained(False, 40_000, 10.0),
+        drained(True, 36_000, 11.0),
+        drained(True, 27_000, 16.5),
+        drained(False, 30_000, 15.0),
+        drained(False, 20_000, 20.0),
+        drained(True, 33_000, 12.0),
+    ]
+    [row] = telemetry_overhead(rows)
+    assert row["rounds"] == 3
+    assert row["ratio"] == pytest.approx(33_000 / 30_000)
+    assert row["paired_ratio"] == pytest.approx(0.9)
+    assert row["paired_cpu_ratio"] == pytest.approx(1.1)
 
 
 def test_drain_with_sampled_telemetry_records_the_share(_bench_dsn: str, tmp_path: Path) -> None:

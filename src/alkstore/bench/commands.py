@@ -319,22 +319,27 @@ OVERHEAD_COLUMNS = (
     Column("off_jobs_per_s", "jobs/s off"),
     Column("on_jobs_per_s", "jobs/s on"),
     Column("ratio", "on / off", 3),
+    Column("paired_ratio", "on / off, paired", 3),
     Column("off_cpu_us_per_job", "CPU µs/job off", 1),
     Column("on_cpu_us_per_job", "CPU µs/job on", 1),
     Column("cpu_ratio", "CPU on / off", 3),
+    Column("paired_cpu_ratio", "CPU on / off, paired", 3),
 )
 OVERHEAD_NOTES = (
     "Medians over the rounds (each round: the cell without telemetry and with it, in turns "
     "off-on and on-off). CPU is "
     "the client's and the server's together, per job, where the server's processes can be "
-    "read (a server on this machine); else the client's alone.",
+    "read (a server on this machine); else the client's alone. Paired: the median of each "
+    "round's own ratio, which a drift of the machine from round to round does not move; the "
+    "ratio of the two medians can.",
 )
 
 
 def telemetry_overhead(rows: Sequence[Row]) -> list[Row]:
     """Per drained cell, the medians of the rounds without and with telemetry and their
-    ratios: throughput, and CPU time per job (client plus server)."""
-    groups: dict[tuple[Any, ...], dict[bool, list[Row]]] = {}
+    ratios: throughput, and CPU time per job (client plus server); and the median of each
+    round's own ratios (a round is the cell's two drains, run one after the other)."""
+    groups: dict[tuple[Any, ...], list[tuple[bool, Row]]] = {}
     for row in rows:
         if not row.get("available", True):
             continue
@@ -345,36 +350,59 @@ def telemetry_overhead(rows: Sequence[Row]) -> list[Row]:
             row["consumers"],
             row["batch"],
         )
-        groups.setdefault(key, {False: [], True: []})[measured].append(row)
+        groups.setdefault(key, []).append((measured, row))
     summary: list[Row] = []
-    for (engine, driver, consumers, batch), by in groups.items():
-        off, on = (_medians(by[m]) for m in (False, True))
+    for (engine, driver, consumers, batch), drained in groups.items():
+        off, on = (_medians([r for m, r in drained if m is side]) for side in (False, True))
+        rounds = [
+            dict(pair)
+            for pair in zip(drained[0::2], drained[1::2], strict=False)
+            if pair[0][0] is not pair[1][0]
+        ]
         summary.append(
             {
                 "engine": engine,
                 "driver": driver,
                 "consumers": consumers,
                 "batch": batch,
-                "rounds": min(len(by[False]), len(by[True])),
+                "rounds": len(rounds),
                 "off_jobs_per_s": off[0],
                 "on_jobs_per_s": on[0],
                 "ratio": _ratio(on[0], off[0]),
+                "paired_ratio": _median_ratio(rounds, _rate),
                 "off_cpu_us_per_job": off[1],
                 "on_cpu_us_per_job": on[1],
                 "cpu_ratio": _ratio(on[1], off[1]),
+                "paired_cpu_ratio": _median_ratio(rounds, _cpu_per_job),
             }
         )
     return summary
 
 
+def _rate(row: Row) -> float | None:
+    """Jobs per second of a drained cell."""
+    rate: float | None = row["jobs_per_s"]
+    return rate
+
+
+def _cpu_per_job(row: Row) -> float | None:
+    """CPU µs per job, client plus server (the client's alone where the server's is unknown)."""
+    client = row.get("client_cpu_us_per_job")
+    return None if client is None else client + (row.get("server_cpu_us_per_job") or 0.0)
+
+
+def _median_ratio(
+    rounds: Sequence[dict[bool, Row]], value: Callable[[Row], float | None]
+) -> float | None:
+    """The median over ``rounds`` of ``value`` with telemetry on over ``value`` off."""
+    ratios = [r for r in (_ratio(value(pair[True]), value(pair[False])) for pair in rounds) if r]
+    return statistics.median(ratios) if ratios else None
+
+
 def _medians(rows: Sequence[Row]) -> tuple[float | None, float | None]:
     """The median jobs/s and the median CPU µs per job (client + server) of ``rows``."""
     rates = [r["jobs_per_s"] for r in rows]
-    cpu = [
-        r["client_cpu_us_per_job"] + (r["server_cpu_us_per_job"] or 0.0)
-        for r in rows
-        if r.get("client_cpu_us_per_job") is not None
-    ]
+    cpu = [c for c in map(_cpu_per_job, rows) if c is not None]
     return (
         statistics.median(rates) if rates else None,
         round(statistics.median(cpu), 1) if cpu else None,
