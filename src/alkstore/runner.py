@@ -25,7 +25,6 @@ always chained.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from typing import TypeVar
 
@@ -38,12 +37,11 @@ from .core.errors import (
 )
 from .core.plans import (
     MAX_RACE_RERUNS,
-    MAX_SERIALIZATION_RETRIES,
     SERIALIZATION_FAILURE,
     Plan,
     Row,
     Statement,
-    serialization_pause,
+    serialization_retry,
 )
 from .drivers.base import (
     AsyncDriver,
@@ -161,8 +159,9 @@ def _translate(
     if info.sqlstate == SERIALIZATION_FAILURE and callers_transaction:
         raise exc
     if plan.retry_serialization and info.sqlstate == SERIALIZATION_FAILURE:
-        if attempt < MAX_SERIALIZATION_RETRIES:
-            return serialization_pause(attempt, random.random())
+        pause = serialization_retry(info.sqlstate, attempt)
+        if pause is not None:
+            return pause
         if plan.on_contention is not None:
             return None
     # A plan that may lose a race ran in a transaction or savepoint of its own, or alone

@@ -8,6 +8,7 @@ an async runner drive the same generator; they are the only code that differs.
 from __future__ import annotations
 
 import enum
+import random
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Generic, Protocol, TypeVar, overload
 
@@ -168,3 +169,12 @@ MAX_RACE_RERUNS = 3
 def serialization_pause(attempt: int, jitter: float) -> float:
     """Seconds to wait before retry ``attempt`` (0-based): capped exponential, full jitter."""
     return min(1.0, 0.005 * 2.0**attempt) * jitter
+
+
+def serialization_retry(sqlstate: str, attempt: int) -> float | None:
+    """Seconds to wait before running a transaction again that failed with ``sqlstate`` on
+    its run ``attempt`` (0-based); None when that was no serialization failure or the
+    retries are spent. The one rule for the store's runner and the transactional worker."""
+    if sqlstate != SERIALIZATION_FAILURE or attempt >= MAX_SERIALIZATION_RETRIES:
+        return None
+    return serialization_pause(attempt, random.random())

@@ -5,7 +5,6 @@ bookkeeping of running handler calls and every decision about them. The shells o
 
 from __future__ import annotations
 
-import random
 import threading
 import uuid
 from collections.abc import Callable, Iterable
@@ -13,12 +12,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from ..core.plans import (
-    MAX_SERIALIZATION_RETRIES,
-    SERIALIZATION_FAILURE,
-    Plan,
-    serialization_pause,
-)
+from ..core.plans import Plan, serialization_retry
 from ..core.records import Job
 from ..core.targets import targets
 from ..drivers.base import DriverSettings
@@ -221,11 +215,7 @@ class WorkerCore(Generic[C]):
         the store's own transactions do, before it counts as the job's failure
         (docs/workers.md, "Transactional workers")."""
         info = self._store.driver.error_info(exc)
-        if info is None or info.sqlstate != SERIALIZATION_FAILURE:
-            return None
-        if attempt >= MAX_SERIALIZATION_RETRIES:
-            return None
-        return serialization_pause(attempt, random.random())
+        return None if info is None else serialization_retry(info.sqlstate, attempt)
 
     def _chains(self, outcome: Settlement, stopping: bool) -> bool:
         """Settle with ``complete_and_fetch`` (the slot claims its next jobs in the same
