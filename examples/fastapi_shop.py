@@ -6,8 +6,14 @@ validation after the insert rolls back, and its job with it; a committed order a
 its job. The worker (``store.work``, tasks on the app's event loop) "sends" each e-mail and
 marks the order, in the job's own transaction (``transactional=True``).
 
+The transaction is a ``yield`` dependency with ``scope="function"``: FastAPI ends it when the
+endpoint returns, **before** the response is sent, so a client that gets 201 finds the order
+and its job committed, and a commit that fails is answered 503 instead. (Without the scope, a
+``yield`` dependency ends after the response has gone: the client can look before the commit,
+and a failed commit is never reported. docs/frameworks.md says more.)
+
 Run it with ``SHOP_DSN=postgresql://… uvicorn fastapi_shop:app`` (from this directory);
-tests/test_examples.py runs it against a real server with FastAPI's TestClient.
+tests/test_fastapi_recipe.py serves it with uvicorn and talks to it over HTTP.
 """
 
 from __future__ import annotations
@@ -46,14 +52,19 @@ async def send_confirmation(job: alkstore.Job, ctx: Any) -> dict[str, bool]:
 
 
 async def transaction(request: Request) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """A connection of the app's pool, in a transaction for the request: committed when the
-    endpoint returns (before the response is sent), rolled back when it raises."""
+    """A connection of the app's pool, in a transaction for the request: rolled back when the
+    endpoint raises, committed when it returns, before the response is sent (the scope of
+    :data:`Conn`); a commit that fails is answered 503 and nothing was saved."""
     async with request.app.state.pool.connection() as conn:
-        yield conn
+        yield conn  # the endpoint runs here; an exception it raises rolls back
+        try:
+            await conn.commit()
+        except psycopg.Error as exc:  # e.g. a deferred constraint, a serialization failure
+            raise HTTPException(503, "not saved: the transaction did not commit") from exc
 
 
-Conn = Annotated[psycopg.AsyncConnection[Any], Depends(transaction)]
-"""An endpoint parameter: the request's connection."""
+Conn = Annotated[psycopg.AsyncConnection[Any], Depends(transaction, scope="function")]
+"""An endpoint parameter: the request's connection, committed before the response is sent."""
 
 
 def create_app(dsn: str) -> FastAPI:
