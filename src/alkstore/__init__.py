@@ -31,10 +31,13 @@ from .core.queries import JobPage
 from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .store import AsyncConnector, AsyncStore, Store, connect, connect_async
+from .tasks import Task, Tasks
+from .worker import AsyncJobContext, JobContext
 
 __all__ = [
     "AlkstoreError",
     "AsyncConnector",
+    "AsyncJobContext",
     "AsyncStore",
     "ConnectKwargs",
     "ConnectionFailed",
@@ -46,6 +49,7 @@ __all__ = [
     "InvalidOptions",
     "Job",
     "JobConflict",
+    "JobContext",
     "JobOptions",
     "JobOptionsKwargs",
     "JobPage",
@@ -66,6 +70,8 @@ __all__ = [
     "SchemaVersionError",
     "StatementTimeout",
     "Store",
+    "Task",
+    "Tasks",
     "UnsupportedByDriver",
     "UnsupportedByEngine",
     "connect",

@@ -15,7 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Coroutine, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self, Unpack
+from typing import Any, Literal, Self, Unpack, overload
 
 import attrs
 
@@ -41,6 +41,8 @@ from .operations import Operations
 from .runner import run_async, run_sync
 from .target import AUTO, Target, build_engine, resolve_target
 from .worker import AsyncWorker, Worker, start, start_async
+from .worker.handlers import AsyncBatchHandler, AsyncHandler, BatchHandler, Handler
+from .worker.options import WorkKwargs
 from .worker.runtime import AsyncStoreRuntime, StoreRuntime
 
 Ids = IdLike | Iterable[IdLike]
@@ -384,15 +386,42 @@ class Store:
         return self._ops.report(counts)
 
     # workers
+    @overload
+    def work(
+        self,
+        queue: str,
+        handler: Handler,
+        *,
+        batch: Literal[False] = ...,
+        concurrency: int = ...,
+        **options: Unpack[WorkKwargs],
+    ) -> Worker: ...
+
+    @overload
+    def work(
+        self,
+        queue: str,
+        handler: BatchHandler,
+        *,
+        batch: Literal[True],
+        batch_size: int = ...,
+        concurrency: int = ...,
+        **options: Unpack[WorkKwargs],
+    ) -> Worker: ...
+
     def work(self, queue: str, handler: Callable[..., Any], **options: Any) -> Worker:
         """Start a worker on ``queue`` now, in background threads; returns it (stop it with
         ``worker.stop()`` or a ``with`` block). See ``docs/workers.md``.
 
         ``handler(job)`` returns the job's output; an exception fails the job with
         ``{"name", "message", "stack"}``; ``handler(job, ctx)`` also gets a
-        :class:`~alkstore.worker.JobContext`. Options (:class:`~alkstore.worker.WorkOptions`):
-        ``concurrency``, ``batch`` + ``batch_size``, ``transactional``, ``poll_interval``,
-        ``watch_interval``, ``maintenance``, ``maintenance_interval``, ``on_event``.
+        :class:`~alkstore.JobContext`. With ``batch=True`` it gets ``list[Job]`` (up to
+        ``batch_size``). An ``async def`` handler is refused: run it on an
+        :class:`AsyncStore`, or as a task (docs/tasks.md). Options
+        (:class:`~alkstore.worker.WorkOptions`): ``concurrency``, ``transactional``,
+        ``poll_interval``, ``watch_interval``, ``maintenance``, ``maintenance_interval``,
+        ``warning_size``, ``slow_query_seconds``, ``on_event``, ``group_concurrency``,
+        ``durable_claims``.
         """
         return start(self, queue, handler, options)
 
@@ -779,6 +808,29 @@ class AsyncStore:
         counts = {field: await self._run(plan) for field, plan in self._ops.maintenance()}
         await self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
+
+    @overload
+    async def work(
+        self,
+        queue: str,
+        handler: AsyncHandler,
+        *,
+        batch: Literal[False] = ...,
+        concurrency: int = ...,
+        **options: Unpack[WorkKwargs],
+    ) -> AsyncWorker: ...
+
+    @overload
+    async def work(
+        self,
+        queue: str,
+        handler: AsyncBatchHandler,
+        *,
+        batch: Literal[True],
+        batch_size: int = ...,
+        concurrency: int = ...,
+        **options: Unpack[WorkKwargs],
+    ) -> AsyncWorker: ...
 
     async def work(self, queue: str, handler: Callable[..., Any], **options: Any) -> AsyncWorker:
         """See :meth:`Store.work`: here the worker runs as tasks of the running event loop,

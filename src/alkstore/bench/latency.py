@@ -336,8 +336,9 @@ def _work_sync(
             if not handled.running:
                 done.set()
 
-        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
-        with store.work(QUEUE, handler, concurrency=batch, **options):
+        with store.work(
+            QUEUE, handler, concurrency=batch, poll_interval=WORK_POLL_INTERVAL, maintenance=False
+        ):
             sends = paced_sync(total, rate, lambda began: sender.send(QUEUE, data(began)))
             done.wait(max(0.0, handled.deadline - time.monotonic()))
     return handled, sends
@@ -367,8 +368,9 @@ async def _work_async(
             if not handled.running:
                 done.set()
 
-        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
-        async with await store.work(QUEUE, handler, concurrency=batch, **options):
+        async with await store.work(
+            QUEUE, handler, concurrency=batch, poll_interval=WORK_POLL_INTERVAL, maintenance=False
+        ):
             sends = await paced_async(total, rate, lambda b: sender.send(QUEUE, data(b)))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), handled.deadline - time.monotonic())

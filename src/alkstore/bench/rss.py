@@ -88,10 +88,16 @@ def rss_cell(
                 )
 
             sample()
-            options = {"batch": True, "batch_size": batch, "maintenance": False}
             with (
                 progress.track(f"rss {backend.driver}", jobs, lambda: handled[0]),
-                store.work(QUEUE, handler, concurrency=concurrency, **options),
+                store.work(
+                    QUEUE,
+                    handler,
+                    concurrency=concurrency,
+                    batch=True,
+                    batch_size=batch,
+                    maintenance=False,
+                ),
             ):
                 deadline = time.monotonic() + timeout
                 # The sampling cadence, not a synchronisation: the wait ends early when done.

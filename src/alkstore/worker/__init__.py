@@ -7,6 +7,7 @@ wait: the settlement of a handler's result (:mod:`.settle`), the options, the ev
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -58,7 +59,14 @@ def check_queue(engine: Engine, name: str, found: Queue | None, opts: WorkOption
 def start(
     store: Store, queue: str, handler: Callable[..., Any], options: Mapping[str, Any]
 ) -> Worker:
-    """``Store.work()``."""
+    """``Store.work()``: an ``async def`` handler is refused (its coroutine would never run)."""
+    if inspect.iscoroutinefunction(handler):
+        raise InvalidOptions(
+            "handler",
+            handler,
+            "is async: run it on an AsyncStore (await store.work(...)) or as a task "
+            "(docs/tasks.md)",
+        )
     name, opts = prepare(queue, handler, options)
     check_queue(store.engine, name, store.get_queue(name), opts)
     return Worker(store, name, handler, opts)

@@ -70,7 +70,12 @@ class WorkerCore(Generic[C]):
 
     def _report(self, failed: list[tuple[Job, dict[str, str]]]) -> None:
         for job, stored in failed:
-            self._event("handler_failed", job=str(job.id), error=stored["message"])
+            self._event(
+                "handler_failed",
+                job=str(job.id),
+                error=stored["message"],
+                stack=stored.get("stack", ""),
+            )
 
     # -- fetching --------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ logger = logging.getLogger("alkstore.worker")
 class WorkerEvent:
     """One thing that happened: ``kind`` names it, ``queue`` says where (None: store-wide).
 
-    Kinds: ``handler_failed`` (a job failed with the handler's exception), ``settle_error`` /
+    Kinds: ``handler_failed`` (a job failed with the handler's exception: logged at WARNING
+    with its ``stack``), ``settle_error`` /
     ``fetch_error`` / ``watch_error`` / ``maintenance_error`` (a database call failed; the
     loop carries on), ``stopped`` (jobs still running when ``stop`` gave up waiting, failed
     so that they retry), ``maintenance`` (a pass did something), ``schedule_fired``,
@@ -33,7 +34,7 @@ class WorkerEvent:
 
 
 _LEVELS = {
-    "handler_failed": logging.INFO,
+    "handler_failed": logging.WARNING,
     "maintenance": logging.INFO,
     "schedule_fired": logging.INFO,
     "stopped": logging.WARNING,
@@ -46,12 +47,15 @@ _LEVELS = {
 def emit(callback: Callable[[WorkerEvent], None] | None, event: WorkerEvent) -> None:
     """Log ``event`` and hand it to ``callback``; a failing callback is logged, not raised."""
     level = _LEVELS.get(event.kind, logging.ERROR)
+    detail = {k: v for k, v in event.detail.items() if k != "stack"}
+    stack = event.detail.get("stack")
     logger.log(
         level,
-        "%s on %s: %s",
+        "%s on %s: %s%s",
         event.kind,
         event.queue or "store",
-        dict(event.detail),
+        detail,
+        f"\n{stack.rstrip()}" if stack else "",
         extra=log_extra(event),
     )
     if callback is not None:

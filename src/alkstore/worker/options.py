@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict
 
 import attrs
 
@@ -77,3 +77,26 @@ class WorkOptions:
             if name not in known:
                 raise InvalidOptions(name, value, f"unknown option; known: {sorted(known)}")
         return cls(**kwargs)
+
+
+class AppWorkKwargs(TypedDict, total=False):
+    """Keyword options of ``Tasks.worker()``: those of ``work()`` that apply to a task (a
+    task gets its arguments, not a job and a context), as :class:`WorkOptions` checks them."""
+
+    poll_interval: float
+    watch_interval: float
+    maintenance: bool
+    maintenance_interval: float
+    warning_size: int | None
+    slow_query_seconds: float
+    on_event: Callable[[WorkerEvent], None] | None
+    group_concurrency: int | Mapping[str, Any] | GroupLimit | None
+    durable_claims: bool
+
+
+class WorkKwargs(AppWorkKwargs, total=False):
+    """Keyword options of ``work()`` besides ``concurrency``, ``batch`` and ``batch_size``
+    (which its overloads name), as :class:`WorkOptions` checks them; a test keeps the names
+    in step."""
+
+    transactional: bool

@@ -1,0 +1,144 @@
+"""``work()`` and tasks are typed: mypy --strict rejects a misspelt work option, an async
+handler on a sync store, a batch handler without ``batch=True`` (and the reverse), and a
+task sent with a wrong argument name or type, where the call is written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+import typing
+from pathlib import Path
+
+import attrs
+import pytest
+
+import alkstore
+from alkstore.core.errors import InvalidOptions
+from alkstore.tasks import TaskOptionsKwargs
+from alkstore.worker import WorkOptions
+from alkstore.worker.options import AppWorkKwargs, WorkKwargs
+
+MYPY_TIMEOUT = 300
+"""Seconds mypy may take on the snippet (it analyses alkstore too; the machine is shared)."""
+
+SNIPPET = textwrap.dedent(
+    """\
+    import uuid
+    from typing import Any
+
+    import alkstore
+    from alkstore import AsyncJobContext, Job, JobContext
+
+    tasks = alkstore.Tasks()
+
+
+    @tasks.task(retry_limit=1, priority=2)
+    def charge(order_id: int, amount: float, *, note: str = "") -> dict[str, Any]:
+        return {"order": order_id}
+
+
+    def one(job: Job) -> dict[str, int]:
+        return {"n": 1}
+
+
+    def with_ctx(job: Job, ctx: JobContext) -> None: ...
+
+
+    def many(jobs: list[Job]) -> dict[uuid.UUID, Any] | None: ...
+
+
+    async def coro(job: Job) -> None: ...
+
+
+    async def coro_ctx(job: Job, ctx: AsyncJobContext) -> str:
+        return "x"
+
+
+    def sync_calls(store: alkstore.Store) -> None:
+        store.work("q", one, concurrency=2, poll_interval=0.5)
+        store.work("q", with_ctx, transactional=True)
+        store.work("q", many, batch=True, batch_size=10)
+        store.work("q", lambda job: job.data)
+        store.work("q", one, concurrancy=2)  # error
+        store.work("q", coro)  # error
+        store.work("q", many)  # error
+        store.work("q", one, batch=True)  # error
+        store.work("q", one, batch_size=10)  # error
+        charge.send(store, 1, 2.5, note="n")
+        charge.with_options(priority=5).send(store, order_id=1, amount=2)
+        charge.send(store, 1, amount="2")  # error
+        charge.send(store, 1, 2.0, note="n", notes="m")  # error
+        charge.send(store, 1)  # error
+        charge.with_options(priorty=5)  # error
+        tasks.worker(store, concurrency=4, poll_interval=0.1)
+        tasks.worker(store, transactional=True)  # error
+
+
+    async def async_calls(store: alkstore.AsyncStore) -> None:
+        await store.work("q", coro, concurrency=2)
+        await store.work("q", coro_ctx)
+        await store.work("q", one)
+        await store.work("q", many, batch=True, batch_size=5)
+        await store.work("q", coro, polling=1.0)  # error
+        await store.work("q", many)  # error
+        await charge.send_async(store, 1, 2.0)
+        await charge.send_async(store, "1", 2.0)  # error
+        job_id: uuid.UUID | None = charge.send(store, 1, 2.0)  # error
+    """
+)
+
+EXPECTED = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith("# error")}
+"""Lines of the snippet with a mistake, each of which mypy must report (and no other)."""
+
+
+def test_mypy_reports_each_mistake_and_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / "snippet.py").write_text(SNIPPET, encoding="utf-8")
+    (tmp_path / "mypy.ini").write_text("[mypy]\nstrict = True\n", encoding="utf-8")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            "mypy.ini",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--follow-imports=silent",
+            "snippet.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=MYPY_TIMEOUT,
+        check=False,
+    )
+    errors = re.findall(r"^snippet\.py:(\d+): error: (.*)$", run.stdout, re.MULTILINE)
+    assert {int(line) for line, _ in errors} == EXPECTED, run.stdout + run.stderr
+
+
+def test_the_typed_work_options_are_those_validated_at_run_time() -> None:
+    typed = set(typing.get_type_hints(WorkKwargs)) | {"concurrency", "batch", "batch_size"}
+    assert typed == {f.name for f in attrs.fields(WorkOptions)}
+    # A task gets its arguments, not a context: what needs one is left out of tasks.worker.
+    assert set(typing.get_type_hints(WorkKwargs)) - set(typing.get_type_hints(AppWorkKwargs)) == {
+        "transactional"
+    }
+
+
+def test_the_typed_task_options_are_the_queue_and_send_options() -> None:
+    both = {f.name for f in attrs.fields(alkstore.QueueOptions)} | {
+        f.name for f in attrs.fields(alkstore.JobOptions)
+    }
+    assert set(typing.get_type_hints(TaskOptionsKwargs)) == both - {"id"}
+
+
+def test_an_async_handler_on_a_sync_store_is_refused_at_run_time_too() -> None:
+    async def handler(job: alkstore.Job) -> None: ...
+
+    with alkstore.connect("memory://typed-work") as store:
+        store.create_queue("q")
+        with pytest.raises(InvalidOptions) as caught:
+            store.work("q", handler)  # type: ignore[call-overload]
+        assert caught.value.field == "handler"
