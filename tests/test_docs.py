@@ -21,16 +21,28 @@ PAGES = [
     "docs/observability.md",
     "docs/queues.md",
     "docs/deployment.md",
+    "docs/frameworks.md",
 ]
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+EXCERPT = re.compile(r"# excerpt of (examples/\S+)\n")
+"""The first line of a block that quotes a file of examples/ (a Django project cannot run in
+this process): checked to be in that file, whose own tests run it, instead of executed."""
+
+
+def _blocks() -> list[tuple[str, str]]:
+    return [
+        (f"{page}#{index + 1}", code)
+        for page in PAGES
+        for index, code in enumerate(BLOCK.findall((ROOT / page).read_text()))
+    ]
 
 
 def _examples() -> list[tuple[str, str]]:
-    found = []
-    for page in PAGES:
-        for index, code in enumerate(BLOCK.findall((ROOT / page).read_text())):
-            found.append((f"{page}#{index + 1}", code))
-    return found
+    return [(name, code) for name, code in _blocks() if not EXCERPT.match(code)]
+
+
+def _excerpts() -> list[tuple[str, str]]:
+    return [(name, code) for name, code in _blocks() if EXCERPT.match(code)]
 
 
 def test_every_page_has_examples():
@@ -42,6 +54,14 @@ def test_python_examples_run(name, code, pg_dsn):
     assert DOC_DSN in code, f"{name} should use {DOC_DSN}"
     with scratch_database(pg_dsn, "docs") as dsn:
         exec(compile(code.replace(DOC_DSN, dsn), name, "exec"), {"__name__": "__docs__"})
+
+
+@pytest.mark.parametrize(("name", "code"), _excerpts(), ids=[n for n, _ in _excerpts()])
+def test_excerpts_quote_the_examples_as_they_are(name, code):
+    found = EXCERPT.match(code)
+    assert found is not None
+    quoted = code[found.end() :]
+    assert quoted in (ROOT / found.group(1)).read_text(), f"{name} is not in {found.group(1)}"
 
 
 def test_the_readme_example_runs_twice_on_one_database(pg_dsn):

@@ -1,14 +1,12 @@
-"""Settings: the database comes from ``SHOP_DSN`` (a ``postgresql://`` URI)."""
+"""Settings: the database comes from ``SHOP_DSN`` (a ``postgresql://`` URI); alkstore's app
+joins its connection (``ALKSTORE``: docs/frameworks.md)."""
 
 from __future__ import annotations
 
 import os
 from urllib.parse import urlsplit
 
-SHOP_DSN = os.environ["SHOP_DSN"]
-"""Django's database, as a URI: the store opens its own connections from it."""
-
-_dsn = urlsplit(SHOP_DSN)
+_dsn = urlsplit(os.environ["SHOP_DSN"])
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.postgresql",  # psycopg 3
@@ -19,7 +17,8 @@ DATABASES = {
         "PORT": str(_dsn.port or ""),
     }
 }
-INSTALLED_APPS = ["django_shop"]
+INSTALLED_APPS = ["alkstore.contrib.django", "django_shop"]
+ALKSTORE = {"SCHEMA": "shop", "TASKS": "django_shop.tasks:tasks"}
 ROOT_URLCONF = "django_shop.urls"
 SECRET_KEY = "example-only"
 DEBUG = False

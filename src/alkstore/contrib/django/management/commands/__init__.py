@@ -1,0 +1,1 @@
+"""``alkstore_worker``."""

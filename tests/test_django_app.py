@@ -1,0 +1,175 @@
+"""The Django app (``alkstore.contrib.django``) in the example project (examples/django_shop):
+``manage.py migrate`` installs the schema, Django's runserver answers over a socket with the
+job committed (or rolled back) with the view's ``transaction.atomic()`` block, and
+``manage.py alkstore_worker`` runs the task until SIGTERM. The settings checks run in this
+process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import httpx
+import psycopg
+import pytest
+
+import alkstore
+from databases import scratch_database
+from web_servers import EXAMPLES, Process, free_port, serving
+
+QUEUE = "confirmations"
+MANAGE = [sys.executable, "manage.py"]
+
+
+def _manage(dsn: str, *args: str) -> str:
+    done = subprocess.run(
+        [*MANAGE, *args],
+        cwd=EXAMPLES,
+        env=_env(dsn),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _env(dsn: str) -> dict[str, str]:
+    return {**os.environ, "SHOP_DSN": dsn, "PYTHONUNBUFFERED": "1"}
+
+
+@pytest.fixture
+def shop_dsn(pg_dsn: str) -> Iterator[str]:
+    """A fresh database, migrated by ``manage.py migrate``."""
+    with scratch_database(pg_dsn, "django") as dsn:
+        out = _manage(dsn, "migrate")
+        assert "alkstore schema 'shop': version" in out, out
+        yield dsn
+
+
+@pytest.fixture
+def server(shop_dsn: str) -> Iterator[str]:
+    """Django's runserver on the migrated database; its URL."""
+    port = free_port()
+    command = [*MANAGE, "runserver", f"127.0.0.1:{port}", "--noreload"]
+    url = f"http://127.0.0.1:{port}"
+    with serving(command, url=f"{url}/orders", env={"SHOP_DSN": shop_dsn}, cwd=EXAMPLES):
+        yield url
+
+
+def _post(client: httpx.Client, email: str) -> httpx.Response:
+    return client.post("/orders", json={"email": email, "item": "book"})
+
+
+def test_migrate_installed_the_schema(shop_dsn: str) -> None:
+    with alkstore.connect(shop_dsn, schema="shop", migrate=False) as store:
+        assert store.schema_version() is not None
+
+
+def test_the_job_commits_and_rolls_back_with_the_views_atomic_block(
+    server: str, shop_dsn: str
+) -> None:
+    with (
+        httpx.Client(base_url=server, timeout=30) as client,
+        psycopg.connect(shop_dsn, autocommit=True) as outside,
+        alkstore.connect(shop_dsn, schema="shop", migrate=False) as store,
+    ):
+        refused = _post(client, "nobody")  # raises inside atomic(), after the send
+        assert refused.status_code == 422, refused.text
+        assert store.list_jobs(QUEUE) == []
+        for n in range(20):
+            placed = _post(client, f"u{n}@example.com")
+            assert placed.status_code == 201, placed.text
+            # Visible from another connection the moment the response is in.
+            job = store.get_job(QUEUE, placed.json()["job"])
+            assert job is not None and job.data == {"order": placed.json()["order"]}
+        emails = outside.execute("SELECT email FROM django_shop_order").fetchall()
+        assert len(emails) == 20 and ("nobody",) not in emails
+        assert len(store.list_jobs(QUEUE)) == 20
+
+
+def test_the_worker_command_runs_the_task_and_stops_on_sigterm(server: str, shop_dsn: str) -> None:
+    command = [*MANAGE, "alkstore_worker", "--queues", QUEUE, "--concurrency", "2"]
+    worker = Process(command, env={"SHOP_DSN": shop_dsn}, cwd=EXAMPLES)
+    try:
+        worker.wait_for(lambda: "alkstore worker running" in worker.output, "start", 60)
+        with httpx.Client(base_url=server, timeout=30) as client:
+            placed = _post(client, "ada@example.com")
+        assert placed.status_code == 201, placed.text
+        with psycopg.connect(shop_dsn, autocommit=True) as conn:
+            query = "SELECT confirmed FROM django_shop_order WHERE id = %s"
+            order = placed.json()["order"]
+            worker.wait_for(
+                lambda: conn.execute(query, (order,)).fetchone() == (True,), "confirmation", 30
+            )
+    finally:
+        status = worker.stop(signal.SIGTERM)
+    assert status == 0, worker.output
+    assert "alkstore worker stopped" in worker.output
+    with alkstore.connect(shop_dsn, schema="shop", migrate=False) as store:
+        (job,) = store.list_jobs(QUEUE)
+    assert job.state is alkstore.JobState.COMPLETED and job.output == {"sent": True}
+
+
+def test_the_worker_command_names_a_missing_registry(shop_dsn: str) -> None:
+    done = subprocess.run(
+        [*MANAGE, "alkstore_worker", "--tasks", "django_shop.tasks:nothing"],
+        cwd=EXAMPLES,
+        env=_env(shop_dsn),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    assert "django_shop.tasks:nothing" in done.stderr
+
+
+@pytest.fixture
+def django_settings(monkeypatch: pytest.MonkeyPatch, pg_dsn: str) -> None:
+    """The example's settings, loaded in this process (no database is touched)."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setenv("SHOP_DSN", pg_dsn)
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "django_shop.settings")
+    import django
+
+    django.setup(set_prefix=False)
+
+
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ({"SCHEME": "x"}, "unknown keys ['SCHEME']"),
+        ({"DATABASE": "other"}, "'other': not in DATABASES"),
+        ({"TASKS": "no_colon"}, "expected pkg.module:name"),
+        ({"OPTIONS": {"schema": "x"}}, "['schema'] are set by the app"),
+        ({"OPTIONS": {"pool_size": 0}}, "pool_size"),
+        ({"SCHEMA": "bad name"}, "schema"),
+        ([], "must be a dict"),
+    ],
+)
+def test_a_bad_setting_is_refused_naming_it(
+    django_settings: None, setting: object, named: str
+) -> None:
+    from django.core.exceptions import ImproperlyConfigured
+    from django.test import override_settings
+
+    from alkstore.contrib.django.settings import load
+
+    with override_settings(ALKSTORE=setting), pytest.raises(ImproperlyConfigured) as refused:
+        load()
+    assert named in str(refused.value)
+
+
+def test_the_apps_own_connections_follow_djangos_database_settings(
+    django_settings: None, pg_dsn: str
+) -> None:
+    from alkstore.contrib.django.settings import load
+
+    found = load()
+    assert found.schema == "shop" and found.tasks == "django_shop.tasks:tasks"
+    with psycopg.connect(found.own_dsn()) as conn, psycopg.connect(pg_dsn) as expected:
+        assert conn.info.dbname == expected.info.dbname
+        assert conn.info.port == expected.info.port
