@@ -100,11 +100,8 @@ def test_the_worker_command_runs_the_task_and_stops_on_sigterm(server: str, shop
             placed = _post(client, "ada@example.com")
         assert placed.status_code == 201, placed.text
         with psycopg.connect(shop_dsn, autocommit=True) as conn:
-            query = "SELECT confirmed FROM django_shop_order WHERE id = %s"
             order = placed.json()["order"]
-            worker.wait_for(
-                lambda: conn.execute(query, (order,)).fetchone() == (True,), "confirmation", 30
-            )
+            worker.wait_for(lambda: _confirmed(conn, order), "confirmation", 30)
     finally:
         status = worker.stop(signal.SIGTERM)
     assert status == 0, worker.output
@@ -112,6 +109,42 @@ def test_the_worker_command_runs_the_task_and_stops_on_sigterm(server: str, shop
     with alkstore.connect(shop_dsn, schema="shop", migrate=False) as store:
         (job,) = store.list_jobs(QUEUE)
     assert job.state is alkstore.JobState.COMPLETED and job.output == {"sent": True}
+
+
+def _confirmed(conn: psycopg.Connection, order: int) -> bool:
+    query = "SELECT confirmed FROM django_shop_order WHERE id = %s"
+    return conn.execute(query, (order,)).fetchone() == (True,)
+
+
+def test_a_task_after_its_threads_django_connection_broke_reconnects(
+    server: str, shop_dsn: str
+) -> None:
+    command = [*MANAGE, "alkstore_worker", "--concurrency", "1"]
+    worker = Process(command, env={"SHOP_DSN": shop_dsn}, cwd=EXAMPLES)
+    try:
+        worker.wait_for(lambda: "alkstore worker running" in worker.output, "start", 60)
+        with (
+            httpx.Client(base_url=server, timeout=30) as client,
+            psycopg.connect(shop_dsn, autocommit=True) as outside,
+        ):
+            first = _post(client, "ada@example.com").json()["order"]
+            worker.wait_for(lambda: _confirmed(outside, first), "first confirmation", 30)
+            # The worker thread's Django connection (its last query was the task's UPDATE),
+            # as a database restart or an idle timeout would leave it.
+            killed = outside.execute(
+                """SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                   WHERE datname = current_database() AND pid <> pg_backend_pid()
+                   AND query LIKE 'UPDATE "django_shop_order"%'"""
+            ).fetchall()
+            assert killed == [(True,)]
+            second = _post(client, "bob@example.com").json()["order"]
+            worker.wait_for(lambda: _confirmed(outside, second), "second confirmation", 30)
+    finally:
+        assert worker.stop(signal.SIGTERM) == 0, worker.output
+    # The health check found the broken connection before the task used it.
+    with alkstore.connect(shop_dsn, schema="shop", migrate=False) as store:
+        jobs = store.list_jobs(QUEUE)
+    assert [(job.state, job.retry_count) for job in jobs] == [(alkstore.JobState.COMPLETED, 0)] * 2
 
 
 def test_the_worker_command_names_a_missing_registry(shop_dsn: str) -> None:

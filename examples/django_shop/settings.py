@@ -15,6 +15,10 @@ DATABASES = {
         "PASSWORD": _dsn.password or "",
         "HOST": _dsn.hostname or "",
         "PORT": str(_dsn.port or ""),
+        # Persistent connections, checked before reuse: in a request and, as
+        # manage.py alkstore_worker closes stale ones around each task, in a task.
+        "CONN_MAX_AGE": 60,
+        "CONN_HEALTH_CHECKS": True,
     }
 }
 INSTALLED_APPS = ["alkstore.contrib.django", "django_shop"]

@@ -2,8 +2,11 @@
 SIGINT.
 
 The registry is ``ALKSTORE["TASKS"]`` (or ``--tasks pkg.module:name``); the store is opened
-on connections of its own from the ``ALKSTORE`` setting. The first signal stops fetching and
-gives running tasks ``--stop-timeout`` seconds to finish; a second one exits at once.
+on connections of its own from the ``ALKSTORE`` setting. Around each task call Django's
+stale or broken connections of the worker thread are closed, as Django does around each
+request (``close_old_connections``), so a task after a database restart reconnects. The first
+signal stops fetching and gives running tasks ``--stop-timeout`` seconds to finish; a second
+one exits at once.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ import argparse
 import os
 import signal
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import BaseCommand, CommandError
+from django.db import close_old_connections
 
 import alkstore
 from alkstore.cli.worker import INTERRUPTED
@@ -60,12 +65,36 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         with open_store() as store:
-            worker = registry.worker(store, **worker_options)
+            worker = registry.worker(cast(alkstore.Store, _Requests(store)), **worker_options)
             self.stderr.write("alkstore worker running")
             while not stop.wait(0.5):
                 pass
             worker.stop(options["stop_timeout"])
         self.stderr.write("alkstore worker stopped")
+
+
+class _Requests:
+    """``store`` as the registry's worker sees it: each handler it starts is wrapped the way
+    Django wraps a request, closing the thread's stale or broken connections before and
+    after (only ``work`` differs; everything else is the store's)."""
+
+    def __init__(self, store: alkstore.Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def work(self, queue: str, handler: Callable[[alkstore.Job], Any], **options: Any) -> Any:
+        """``store.work`` with ``handler`` between two ``close_old_connections()``."""
+
+        def handle(job: alkstore.Job) -> Any:
+            close_old_connections()
+            try:
+                return handler(job)
+            finally:
+                close_old_connections()
+
+        return self._store.work(queue, handle, **options)
 
 
 def _registry(spec: str | None) -> alkstore.Tasks:
