@@ -37,7 +37,7 @@ def load_tasks(spec: str) -> alkstore.Tasks:
     try:
         found = load_target(spec)
     except ValueError as exc:
-        raise ImproperlyConfigured(f"tasks {spec!r}: {exc}") from exc
+        raise ImproperlyConfigured(str(exc)) from exc
     if not isinstance(found, alkstore.Tasks):
         raise ImproperlyConfigured(f"tasks {spec!r} is a {type(found).__name__}, not a Tasks")
     return found
@@ -63,23 +63,13 @@ def store(using: str | None = None) -> alkstore.Store:
     so inside ``transaction.atomic()`` a job is sent if and only if the block commits (and
     outside one, each call commits on its own, as Django's autocommit does).
 
-    Call it where you send: it does no I/O (the first call in a process opens the store its
-    sends are made with, which checks the schema once). From a sync context only, as every
-    use of Django's connection.
+    Call it where you send: it costs no round trip of its own (Django connects first if it
+    has not yet; the first call in a process opens the store its sends are made with, which
+    checks the schema once). From a sync context only, as every use of Django's connection.
     """
     wrapper = connections[using or load().database]
     wrapper.ensure_connection()
     return _process_store().using(wrapper.connection)
 
 
-def close() -> None:
-    """Close the store :func:`store` opened in this process, if any (its connections are
-    idle between calls; this is for tests and orderly shutdowns)."""
-    global _shared
-    with _shared_lock:
-        if _shared is not None:
-            _shared.close()
-            _shared = None
-
-
-__all__ = ["close", "load_tasks", "open_store", "store"]
+__all__ = ["load_tasks", "open_store", "store"]
