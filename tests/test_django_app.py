@@ -140,24 +140,36 @@ def test_a_task_after_its_threads_django_connection_broke_reconnects(
             second = _post(client, "bob@example.com").json()["order"]
             worker.wait_for(lambda: _confirmed(outside, second), "second confirmation", 30)
     finally:
-        assert worker.stop(signal.SIGTERM) == 0, worker.output
+        assert worker.stop(signal.SIGINT) == 0, worker.output
     # The health check found the broken connection before the task used it.
     with alkstore.connect(shop_dsn, schema="shop", migrate=False) as store:
         jobs = store.list_jobs(QUEUE)
     assert [(job.state, job.retry_count) for job in jobs] == [(alkstore.JobState.COMPLETED, 0)] * 2
 
 
-def test_the_worker_command_names_a_missing_registry(shop_dsn: str) -> None:
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        (["--tasks", "django_shop.tasks:nothing"], "django_shop.tasks:nothing"),
+        (["--tasks", "django_shop.views:place_order"], "not a Tasks"),
+        (["--queues", "confirmations,nope"], "'nope'"),
+        (["--concurrency", "0"], "concurrency"),
+    ],
+)
+def test_the_worker_command_refuses_bad_arguments_in_one_line(
+    shop_dsn: str, arguments: list[str], named: str
+) -> None:
     done = subprocess.run(
-        [*MANAGE, "alkstore_worker", "--tasks", "django_shop.tasks:nothing"],
+        [*MANAGE, "alkstore_worker", *arguments],
         cwd=EXAMPLES,
         env=_env(shop_dsn),
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert done.returncode != 0
-    assert "django_shop.tasks:nothing" in done.stderr
+    assert done.returncode == 1
+    assert done.stderr.startswith("CommandError:") and named in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.fixture

@@ -65,7 +65,10 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         with open_store() as store:
-            worker = registry.worker(cast(alkstore.Store, _Requests(store)), **worker_options)
+            try:
+                worker = registry.worker(cast(alkstore.Store, _Requests(store)), **worker_options)
+            except alkstore.InvalidOptions as exc:  # an unknown queue, a concurrency below 1
+                raise CommandError(str(exc)) from exc
             self.stderr.write("alkstore worker running")
             while not stop.wait(0.5):
                 pass
