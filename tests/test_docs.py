@@ -15,6 +15,7 @@ DOC_DSN = "postgresql://postgres@localhost/app"
 PAGES = [
     "README.md",
     "docs/guide.md",
+    "docs/tasks.md",
     "docs/drivers.md",
     "docs/workers.md",
     "docs/dashboard.md",

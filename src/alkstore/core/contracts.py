@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
+from .errors import UnsupportedByEngine
 from .flows import FlowStep
 from .options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
 from .plans import Isolation, Plan, Row
@@ -283,6 +284,76 @@ class OwnRuntime(Protocol):
         """Heartbeat the running jobs that have ``heartbeat_seconds``; the ids of those still
         active in the attempt they were fetched in."""
         ...
+
+
+T = TypeVar("T")
+
+
+class WorkerRuntime(Protocol):
+    """What the worker runtime may ask of an engine, beyond :class:`Engine`'s operations:
+    the only way ``alkstore.worker`` reaches an engine's SQL (:func:`worker_runtime`)."""
+
+    isolation: Isolation | None
+    """Isolation of a transactional worker's transaction."""
+
+    def claim_pass(self, interval: float, owner: str) -> Plan[bool]:
+        """Claim the next maintenance pass: True for one caller per ``interval`` seconds."""
+        ...
+
+    def watch(self, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
+        """Heartbeat the running jobs that have ``heartbeat_seconds``; the ids of those still
+        active in the attempt they were fetched in."""
+        ...
+
+    def unflushed(self, plan: Plan[T]) -> Plan[T]:
+        """``plan`` committing without waiting for its WAL flush where the engine can (an
+        idle worker's claim), else ``plan`` as it is."""
+        ...
+
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel of the engine's schema (engines with
+        ``listen_notify``)."""
+        ...
+
+
+@runtime_checkable
+class ProvidesRuntime(Protocol):
+    """An engine that builds its :class:`WorkerRuntime` (the postgres family)."""
+
+    def worker_runtime(self) -> WorkerRuntime:
+        """The runtime's plans of this engine."""
+        ...
+
+
+class _Owned:
+    """The :class:`WorkerRuntime` of an :class:`OwnRuntime` engine: its plans as they are
+    (no WAL to skip, no channel: such an engine has no ``listen_notify``)."""
+
+    def __init__(self, engine: OwnRuntime) -> None:
+        self.isolation = engine.isolation
+        self.claim_pass = engine.claim_pass
+        self.watch = engine.watch
+        self._name = getattr(engine, "name", type(engine).__name__)
+
+    def unflushed(self, plan: Plan[T]) -> Plan[T]:
+        return plan
+
+    def channel(self) -> str:
+        raise UnsupportedByEngine(self._name, "listen_notify")
+
+
+def worker_runtime(engine: Engine) -> WorkerRuntime:
+    """The :class:`WorkerRuntime` of ``engine``: its own, the one of the engine it delegates
+    to (``engine.inner``), or one made of an :class:`OwnRuntime` engine's plans; an engine
+    with none is refused by name."""
+    for candidate in (engine, getattr(engine, "inner", None)):
+        if isinstance(candidate, ProvidesRuntime):
+            return candidate.worker_runtime()
+    if isinstance(engine, OwnRuntime):
+        return _Owned(engine)
+    raise UnsupportedByEngine(
+        engine.name, "worker_runtime", "it builds no plans for the worker runtime"
+    )
 
 
 def missing_members(cls: type) -> list[str]:

@@ -23,7 +23,7 @@ from .threads import Worker
 
 if TYPE_CHECKING:
     from ..core.contracts import Engine
-    from ..store import AsyncStore, Store
+    from .faces import AsyncFace, SyncFace
 
 
 def prepare(
@@ -57,7 +57,7 @@ def check_queue(engine: Engine, name: str, found: Queue | None, opts: WorkOption
 
 
 def start(
-    store: Store, queue: str, handler: Callable[..., Any], options: Mapping[str, Any]
+    store: SyncFace, queue: str, handler: Callable[..., Any], options: Mapping[str, Any]
 ) -> Worker:
     """``Store.work()``: an ``async def`` handler is refused (its coroutine would never run)."""
     if inspect.iscoroutinefunction(handler):
@@ -73,7 +73,7 @@ def start(
 
 
 async def start_async(
-    store: AsyncStore, queue: str, handler: Callable[..., Any], options: Mapping[str, Any]
+    store: AsyncFace, queue: str, handler: Callable[..., Any], options: Mapping[str, Any]
 ) -> AsyncWorker:
     """``AsyncStore.work()``."""
     name, opts = prepare(queue, handler, options)

@@ -12,11 +12,11 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 
+from ..core.contracts import worker_runtime
 from ..core.plans import Plan, serialization_retry
 from ..core.records import Job
 from ..core.targets import targets
 from ..drivers.base import DriverSettings
-from ..engines.postgres.runtime import unflushed, watch, worker_engine
 from . import stages
 from .events import WorkerEvent, emit, timed
 from .options import WorkOptions
@@ -50,7 +50,7 @@ class WorkerCore(Generic[C]):
         self.queue = queue
         self.options = options
         self._store = store
-        self._engine = worker_engine(store.engine)
+        self._engine = worker_runtime(store.engine)
         self._handler = handler
         self._with_context = wants_context(handler)
         self._context = context
@@ -107,7 +107,7 @@ class WorkerCore(Generic[C]):
         """:meth:`_fetch_plan` on the store's connections: committed without waiting for
         its WAL flush unless ``durable_claims`` (a transaction that sets it locally)."""
         plan = self._fetch_plan(free)
-        return plan if self.options.durable_claims else unflushed(self._engine, plan)
+        return plan if self.options.durable_claims else self._engine.unflushed(plan)
 
     def _claims_at(self) -> tuple[str, DriverSettings] | None:
         """Where the fetcher claims on a connection of its own whose session commits without
@@ -249,7 +249,7 @@ class WorkerCore(Generic[C]):
         if not calls:
             return calls, None
         jobs = [job for ctx in calls for job in ctx.jobs]
-        return calls, watch(self._engine, self.queue, targets(jobs))
+        return calls, self._engine.watch(self.queue, targets(jobs))
 
     @staticmethod
     def _cancel_lost(calls: Iterable[C], alive: set[uuid.UUID]) -> None:
@@ -259,7 +259,7 @@ class WorkerCore(Generic[C]):
                 ctx.cancelled.set()
 
     def _touch_plan(self, jobs: list[Job]) -> Plan[set[uuid.UUID]]:
-        return watch(self._engine, self.queue, targets(jobs))
+        return self._engine.watch(self.queue, targets(jobs))
 
     def _cancel_running(self) -> None:
         with self._lock:

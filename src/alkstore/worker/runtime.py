@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..core.contracts import worker_runtime
 from ..core.errors import UnsupportedByDriver
 from ..core.records import MaintenanceReport
 from ..drivers.base import DriverSettings, Notification
-from ..engines.postgres.runtime import channel, claim_pass, runtime_engine, worker_engine
 from . import stages
 from .events import WorkerEvent, emit
 from .settle import error_of
 from .wakeups import Wakeups
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore, Store
+    from .faces import AsyncFace, SyncFace
     from .tasks import AsyncWorker
     from .threads import Worker
 
@@ -131,7 +131,7 @@ class _Base:
 class StoreRuntime(_Base):
     """The runtime of a :class:`~alkstore.Store`: a supervisor thread while workers run."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SyncFace) -> None:
         super().__init__()
         self._store = store
         self._supervisor: threading.Thread | None = None
@@ -184,7 +184,7 @@ class StoreRuntime(_Base):
             listener.join(timeout=30)
 
     def _listen(self, dsn: str, settings: DriverSettings) -> None:
-        name = channel(runtime_engine(self._store.engine))
+        name = worker_runtime(self._store.engine).channel()
         while not self._unlisten.is_set():
             try:
                 listener = self._store.driver.open_listener(dsn, settings)
@@ -223,7 +223,7 @@ class StoreRuntime(_Base):
     def run_pass(self) -> bool:
         """Claim and, if won, run one maintenance pass; True if this instance ran it."""
         store = self._store
-        if not store._run(claim_pass(worker_engine(store.engine), self._interval(), self.owner)):
+        if not store._run(worker_runtime(store.engine).claim_pass(self._interval(), self.owner)):
             return False
         self._report(store.maintain())
         self._fired(store.fire_schedules())
@@ -235,7 +235,7 @@ class StoreRuntime(_Base):
 class AsyncStoreRuntime(_Base):
     """The runtime of an :class:`~alkstore.AsyncStore`: a supervisor task while workers run."""
 
-    def __init__(self, store: AsyncStore) -> None:
+    def __init__(self, store: AsyncFace) -> None:
         super().__init__()
         self._store = store
         self._supervisor: asyncio.Task[None] | None = None
@@ -272,7 +272,7 @@ class AsyncStoreRuntime(_Base):
                 await listener
 
     async def _listen(self, dsn: str, settings: DriverSettings) -> None:
-        name = channel(runtime_engine(self._store.engine))
+        name = worker_runtime(self._store.engine).channel()
         while True:
             try:
                 listener = await self._store.driver.open_listener(dsn, settings)
@@ -313,7 +313,7 @@ class AsyncStoreRuntime(_Base):
         """See :meth:`StoreRuntime.run_pass`."""
         store = self._store
         if not await store._run(
-            claim_pass(worker_engine(store.engine), self._interval(), self.owner)
+            worker_runtime(store.engine).claim_pass(self._interval(), self.owner)
         ):
             return False
         self._report(await store.maintain())

@@ -21,7 +21,7 @@ from .options import WorkOptions
 from .settle import STOPPED, JobLost, Settlement, error_of, native_connection
 
 if TYPE_CHECKING:
-    from ..store import AsyncStore
+    from .faces import AsyncFace
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -37,12 +37,12 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
     ``await worker.stop()`` or an ``async with`` block."""
 
     def __init__(
-        self, store: AsyncStore, queue: str, handler: Callable[..., Any], options: WorkOptions
+        self, store: AsyncFace, queue: str, handler: Callable[..., Any], options: WorkOptions
     ) -> None:
         super().__init__(
             store, queue, handler, options, lambda jobs: AsyncJobContext(jobs, self._touch)
         )
-        self._store: AsyncStore = store
+        self._store: AsyncFace = store
         self._loop = asyncio.get_running_loop()
         self._tasks: set[asyncio.Task[None]] = set()
         self._idle = asyncio.Event()

@@ -25,7 +25,7 @@ from .options import WorkOptions
 from .settle import STOPPED, JobLost, Settlement, error_of, native_connection
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from .faces import SyncFace
 
 
 class Worker(WorkerCore[JobContext]):
@@ -33,10 +33,10 @@ class Worker(WorkerCore[JobContext]):
     ``with`` block; it also stops when its store closes."""
 
     def __init__(
-        self, store: Store, queue: str, handler: Callable[..., Any], options: WorkOptions
+        self, store: SyncFace, queue: str, handler: Callable[..., Any], options: WorkOptions
     ) -> None:
         super().__init__(store, queue, handler, options, lambda jobs: JobContext(jobs, self._touch))
-        self._store: Store = store
+        self._store: SyncFace = store
         self._idle = threading.Event()
         self._idle.set()
         self._stopping = threading.Event()

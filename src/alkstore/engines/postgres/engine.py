@@ -21,6 +21,7 @@ from .listing import ListingMixin
 from .maintenance import MaintenanceMixin
 from .migrate import SchemaMixin
 from .queues import QueueMixin
+from .runtime import PostgresRuntime
 from .send import SendMixin
 from .settle import SettleMixin
 
@@ -76,3 +77,7 @@ class PostgresEngine(
     description: ClassVar[EngineDescription] = POSTGRES
     session_setup: ClassVar[tuple[str, ...]] = SESSION_SETUP
     """Statements run on every connection the store opens (never on a caller's)."""
+
+    def worker_runtime(self) -> PostgresRuntime:
+        """The worker runtime's plans on this engine (:mod:`.runtime`)."""
+        return PostgresRuntime(self)

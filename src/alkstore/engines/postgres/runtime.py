@@ -154,3 +154,28 @@ def notifying(
                  FROM (SELECT DISTINCT {queue} AS queue FROM changed) p)
         SELECT {returned} FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
     return wrapped, (*params, channel(engine))
+
+
+class PostgresRuntime:
+    """The :class:`~alkstore.core.contracts.WorkerRuntime` of a postgres-family engine: the
+    functions above, bound to it."""
+
+    def __init__(self, engine: PostgresEngine) -> None:
+        self._engine = engine
+        self.isolation = engine.isolation
+
+    def claim_pass(self, interval: float, owner: str) -> Plan[bool]:
+        """See :func:`claim_pass`."""
+        return claim_pass(self._engine, interval, owner)
+
+    def watch(self, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
+        """See :func:`watch`."""
+        return watch(self._engine, queue, targets)
+
+    def unflushed(self, plan: Plan[T]) -> Plan[T]:
+        """See :func:`unflushed`."""
+        return unflushed(self._engine, plan)
+
+    def channel(self) -> str:
+        """See :func:`channel`."""
+        return channel(self._engine)
