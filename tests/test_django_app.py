@@ -172,6 +172,24 @@ def test_the_worker_command_refuses_bad_arguments_in_one_line(
     assert "Traceback" not in done.stderr
 
 
+def test_the_worker_command_refuses_a_database_without_the_schema(pg_dsn: str) -> None:
+    with scratch_database(pg_dsn, "django") as dsn:
+        done = subprocess.run(
+            [*MANAGE, "alkstore_worker"],
+            cwd=EXAMPLES,
+            env=_env(dsn),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 1
+        assert "schema 'shop' is not installed" in done.stderr, done.stderr
+        assert "manage.py migrate" in done.stderr and "Traceback" not in done.stderr
+        with psycopg.connect(dsn) as conn:  # and it created nothing
+            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'shop'").fetchall()
+        assert found == []
+
+
 @pytest.fixture
 def django_settings(monkeypatch: pytest.MonkeyPatch, pg_dsn: str) -> None:
     """The example's settings, loaded in this process (no database is touched)."""

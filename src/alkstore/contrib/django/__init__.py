@@ -26,9 +26,20 @@ _shared_lock = threading.Lock()
 
 def open_store(*, migrate: bool = False) -> alkstore.Store:
     """A new store on connections of its own (not Django's), from the ``ALKSTORE`` setting;
-    the caller closes it. ``migrate``: install or upgrade the schema first."""
+    the caller closes it. ``migrate``: install or upgrade the schema first; without it a
+    schema that is not installed is ImproperlyConfigured (``manage.py migrate`` installs it)."""
     found = load()
-    return alkstore.connect(found.own_dsn(), **found.connect_options(migrate=migrate))
+    opened = alkstore.connect(found.own_dsn(), **found.connect_options(migrate=migrate))
+    try:
+        if opened.schema_version() is None:
+            raise ImproperlyConfigured(
+                f"alkstore's schema {found.schema!r} is not installed in that database "
+                "(manage.py migrate installs it)"
+            )
+    except BaseException:
+        opened.close()
+        raise
+    return opened
 
 
 def load_tasks(spec: str) -> alkstore.Tasks:

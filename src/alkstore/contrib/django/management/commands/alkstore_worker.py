@@ -64,7 +64,11 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-        with open_store() as store:
+        try:
+            opened = open_store()
+        except ImproperlyConfigured as exc:
+            raise CommandError(str(exc)) from exc
+        with opened as store:
             try:
                 worker = registry.worker(cast(alkstore.Store, _Requests(store)), **worker_options)
             except alkstore.InvalidOptions as exc:  # an unknown queue, a concurrency below 1
