@@ -24,21 +24,26 @@ QUEUE = "confirmations"
 MANAGE = [sys.executable, "manage.py"]
 
 
-def _manage(dsn: str, *args: str) -> str:
-    done = subprocess.run(
-        [*MANAGE, *args],
-        cwd=EXAMPLES,
-        env=_env(dsn),
-        capture_output=True,
-        text=True,
-        timeout=120,
+def _run(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``manage.py *args`` on the database ``dsn``, to its end."""
+    env = {**os.environ, "SHOP_DSN": dsn, "PYTHONUNBUFFERED": "1"}
+    command = [*MANAGE, *args]
+    return subprocess.run(
+        command, cwd=EXAMPLES, env=env, capture_output=True, text=True, timeout=120
     )
+
+
+def _manage(dsn: str, *args: str) -> str:
+    done = _run(dsn, *args)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
-def _env(dsn: str) -> dict[str, str]:
-    return {**os.environ, "SHOP_DSN": dsn, "PYTHONUNBUFFERED": "1"}
+def _refused(done: subprocess.CompletedProcess[str], named: str) -> None:
+    """The command failed with Django's one-line CommandError naming ``named``."""
+    assert done.returncode == 1
+    assert done.stderr.startswith("CommandError:") and named in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
 
 
 @pytest.fixture
@@ -159,32 +164,14 @@ def test_a_task_after_its_threads_django_connection_broke_reconnects(
 def test_the_worker_command_refuses_bad_arguments_in_one_line(
     shop_dsn: str, arguments: list[str], named: str
 ) -> None:
-    done = subprocess.run(
-        [*MANAGE, "alkstore_worker", *arguments],
-        cwd=EXAMPLES,
-        env=_env(shop_dsn),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 1
-    assert done.stderr.startswith("CommandError:") and named in done.stderr, done.stderr
-    assert "Traceback" not in done.stderr
+    _refused(_run(shop_dsn, "alkstore_worker", *arguments), named)
 
 
 def test_the_worker_command_refuses_a_database_without_the_schema(pg_dsn: str) -> None:
     with scratch_database(pg_dsn, "django") as dsn:
-        done = subprocess.run(
-            [*MANAGE, "alkstore_worker"],
-            cwd=EXAMPLES,
-            env=_env(dsn),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 1
-        assert "schema 'shop' is not installed" in done.stderr, done.stderr
-        assert "manage.py migrate" in done.stderr and "Traceback" not in done.stderr
+        done = _run(dsn, "alkstore_worker")
+        _refused(done, "schema 'shop' is not installed")
+        assert "manage.py migrate" in done.stderr
         with psycopg.connect(dsn) as conn:  # and it created nothing
             found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'shop'").fetchall()
         assert found == []
