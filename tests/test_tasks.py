@@ -193,6 +193,15 @@ def test_send_async_on_an_async_store(dsn: str, schema_name: str) -> None:
     assert asyncio.run(scenario()) == [{"a": 1}, {"name": "bo", "punctuation": "?"}]
 
 
+def test_a_store_of_the_other_face_is_refused(store: alkstore.Store) -> None:
+    _, add, _ = _registry()
+    with pytest.raises(InvalidOptions, match="send_async"):
+        add.send(object(), 1)  # type: ignore[arg-type]
+    with pytest.raises(InvalidOptions, match="is no AsyncStore"):
+        asyncio.run(add.send_async(store, 1))  # type: ignore[arg-type]
+    assert store.get_queue("add") is None
+
+
 def test_send_joins_the_callers_transaction(pg_dsn: str, schema_name: str) -> None:
     _, add, _ = _registry()
     with alkstore.connect(pg_dsn, schema=schema_name) as store:
@@ -313,6 +322,41 @@ def test_worker_async_runs_both_kinds_on_an_async_store(dsn: str, schema_name: s
                     await asyncio.sleep(0.02)
 
     assert asyncio.run(scenario()) == [6, "hello di!"]
+
+
+def test_stopping_ends_an_async_task_that_outlives_the_timeout(store: alkstore.Store) -> None:
+    tasks = alkstore.Tasks()
+    started = threading.Event()
+
+    @tasks.task(queue="stuck")
+    async def stuck() -> None:
+        started.set()
+        await asyncio.Event().wait()  # never set: only cancellation ends it
+
+    job_id = stuck.send(store)
+    worker = tasks.worker(store, poll_interval=0.05)
+    assert started.wait(DEADLINE)
+    worker.stop(timeout=0.1)
+    job = store.get_job("stuck", job_id)  # type: ignore[arg-type]
+    assert job is not None and job.state is JobState.RETRY
+    # The thread that waited for the coroutine ended with it (none is left to hang the exit).
+    _eventually(
+        lambda: not [t for t in threading.enumerate() if t.name.startswith("alkstore-stuck")]
+    )
+
+
+def test_async_tasks_run_on_uvloop() -> None:
+    tasks = alkstore.Tasks()
+
+    @tasks.task(queue="loop")
+    async def loop_kind() -> str:
+        return type(asyncio.get_running_loop()).__module__
+
+    with alkstore.connect("memory://") as store:
+        job_id = loop_kind.send(store)
+        assert tasks.drain(store) == Drained(completed=1)
+        job = store.get_job("loop", job_id)  # type: ignore[arg-type]
+        assert job is not None and job.output.startswith("uvloop")
 
 
 # -- draining ---------------------------------------------------------------------------------

@@ -6,16 +6,14 @@ import inspect
 import re
 import uuid
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, Unpack
+from typing import Any, Generic, ParamSpec, TypeVar, Unpack
 
 from ..core.errors import InvalidOptions, QueueNotFound
 from ..core.kwargs import JobOptionsKwargs
 from ..core.options import JobOptions, dump_json
 from ..core.validation import check_queue_name
+from ..store import AsyncStore, Store
 from .queues import QueuesMade
-
-if TYPE_CHECKING:
-    from ..store import AsyncStore, Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -104,6 +102,7 @@ class Task(Generic[P, R]):
         job's throttle refused it). The first send through a store's engine creates the
         queue (``exist_ok=True``). Works on ``store.using(conn)``: the job commits with your
         transaction."""
+        _face(store, Store, "await task.send_async(store, ...) on an AsyncStore")
         data = self.data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
             self._checked(data)
@@ -120,6 +119,7 @@ class Task(Generic[P, R]):
         self, store: AsyncStore, /, *args: P.args, **kwargs: P.kwargs
     ) -> uuid.UUID | None:
         """:meth:`send` on an :class:`~alkstore.AsyncStore`."""
+        _face(store, AsyncStore, "task.send(store, ...) on a Store")
         data = self.data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
             self._checked(data)
@@ -154,6 +154,13 @@ class Task(Generic[P, R]):
             raise TypeError(f"task {self.fn.__qualname__} has no parameter {unknown}")
         bound = inspect.BoundArguments(self._signature, dict(data))
         return self.fn(*bound.args, **bound.kwargs)
+
+
+def _face(store: object, face: type, instead: str) -> None:
+    """Refuse a store of the other face (its calls would return coroutines never awaited,
+    or block the event loop)."""
+    if not isinstance(store, face):
+        raise InvalidOptions("store", type(store).__name__, f"is no {face.__name__}: {instead}")
 
 
 __all__ = ["Task", "default_queue"]

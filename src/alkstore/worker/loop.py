@@ -5,6 +5,7 @@ is installed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 from collections.abc import Callable, Coroutine
@@ -50,13 +51,24 @@ class LoopThread:
         return call
 
     def close(self) -> None:
-        """Stop the loop (coroutines still running are dropped) and close it."""
+        """Cancel the coroutines still running (a thread waiting in :meth:`run` gets
+        ``CancelledError`` instead of waiting forever), stop the loop and close it."""
         if self.loop.is_closed():
             return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(CLOSE_TIMEOUT)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(CLOSE_TIMEOUT)
         if not self._thread.is_alive():
             self.loop.close()
+
+
+async def _cancel_all() -> None:
+    """Cancel every other task of the running loop and wait for them to end."""
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
 
 
 __all__ = ["LoopThread", "new_event_loop"]
