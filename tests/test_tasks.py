@@ -299,6 +299,12 @@ def test_queues_restricts_the_worker(store: alkstore.Store) -> None:
     with pytest.raises(InvalidOptions) as caught:
         tasks.worker(store, queues=["nope"])
     assert caught.value.field == "queues"
+    with pytest.raises(InvalidOptions) as caught:
+        tasks.worker(store, queues=[])
+    assert caught.value.field == "queues"
+    with pytest.raises(InvalidOptions) as caught:
+        alkstore.Tasks().worker(store)
+    assert caught.value.field == "tasks"
 
 
 def test_worker_async_runs_both_kinds_on_an_async_store(dsn: str, schema_name: str) -> None:

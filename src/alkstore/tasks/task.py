@@ -78,7 +78,7 @@ class Task(Generic[P, R]):
 
     # -- sending ---------------------------------------------------------------------------
 
-    def data(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def job_data(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The job data of a call: its arguments by parameter name, as JSON values.
         A wrong, missing or non-JSON argument raises :class:`~alkstore.InvalidOptions`
         naming the parameter."""
@@ -103,7 +103,7 @@ class Task(Generic[P, R]):
         queue (``exist_ok=True``). Works on ``store.using(conn)``: the job commits with your
         transaction."""
         _face(store, Store, "await task.send_async(store, ...) on an AsyncStore")
-        data = self.data(*args, **kwargs)
+        data = self.job_data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
             self._checked(data)
             self._made.make(store, self.queue, self.queue_options)
@@ -120,7 +120,7 @@ class Task(Generic[P, R]):
     ) -> uuid.UUID | None:
         """:meth:`send` on an :class:`~alkstore.AsyncStore`."""
         _face(store, AsyncStore, "task.send(store, ...) on a Store")
-        data = self.data(*args, **kwargs)
+        data = self.job_data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
             self._checked(data)
             await self._made.make_async(store, self.queue, self.queue_options)
