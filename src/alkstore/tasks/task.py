@@ -22,8 +22,9 @@ _PARAMETER = re.compile(r"'([^']+)'")
 
 
 def default_queue(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of ``fn`` as a queue name (``<locals>`` and leading underscores of
-    ``__main__`` dropped); InvalidOptions when that is still no valid queue name."""
+    """``module.qualname`` of ``fn`` as a queue name (without ``<locals>``, and without the
+    underscores around a module name such as ``__main__``); InvalidOptions when that is
+    still no valid queue name."""
     name = f"{fn.__module__.strip('_')}.{fn.__qualname__}".replace(".<locals>", "")
     try:
         return check_queue_name(name)
