@@ -93,11 +93,6 @@ class Task(Generic[P, R]):
             raise InvalidOptions(name, kwargs.get(name), str(exc)) from None
         return bound.arguments
 
-    def _checked(self, data: dict[str, Any]) -> None:
-        """Name the parameter whose value is not JSON (before the queue is first made)."""
-        for name, value in data.items():
-            dump_json(name, value)
-
     def send(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> uuid.UUID | None:
         """Send a call of the task as a job; its id (None when the queue's policy or the
         job's throttle refused it). The first send through a store's engine creates the
@@ -106,7 +101,7 @@ class Task(Generic[P, R]):
         _face(store, Store, "await task.send_async(store, ...) on an AsyncStore")
         data = self.job_data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
-            self._checked(data)
+            _json_checked(data)  # before the queue is made
             self._made.make(store, self.queue, self.queue_options)
         try:
             return store.send(self.queue, data, **self.send_options)
@@ -123,7 +118,7 @@ class Task(Generic[P, R]):
         _face(store, AsyncStore, "task.send(store, ...) on a Store")
         data = self.job_data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
-            self._checked(data)
+            _json_checked(data)  # before the queue is made
             await self._made.make_async(store, self.queue, self.queue_options)
         try:
             return await store.send(self.queue, data, **self.send_options)
@@ -137,11 +132,10 @@ class Task(Generic[P, R]):
         """A refused payload, told by the parameter that made it so."""
         if exc.field != "data":
             return exc
-        for name, value in data.items():
-            try:
-                dump_json(name, value)
-            except InvalidOptions as named:
-                return named
+        try:
+            _json_checked(data)
+        except InvalidOptions as named:
+            return named
         return exc
 
     # -- running ---------------------------------------------------------------------------
@@ -155,6 +149,12 @@ class Task(Generic[P, R]):
             raise TypeError(f"task {self.fn.__qualname__} has no parameter {unknown}")
         bound = inspect.BoundArguments(self._signature, dict(data))
         return self.fn(*bound.args, **bound.kwargs)
+
+
+def _json_checked(data: dict[str, Any]) -> None:
+    """Raise :class:`~alkstore.InvalidOptions` naming the first argument that is not JSON."""
+    for name, value in data.items():
+        dump_json(name, value)
 
 
 def _face(store: object, face: type, instead: str) -> None:
