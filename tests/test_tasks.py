@@ -299,6 +299,12 @@ def test_queues_restricts_the_worker(store: alkstore.Store) -> None:
     with pytest.raises(InvalidOptions) as caught:
         tasks.worker(store, queues=["nope"])
     assert caught.value.field == "queues"
+    with pytest.raises(InvalidOptions) as caught:
+        tasks.worker(store, queues=[])
+    assert caught.value.field == "queues"
+    with pytest.raises(InvalidOptions) as caught:
+        alkstore.Tasks().worker(store)
+    assert caught.value.field == "tasks"
 
 
 def test_worker_async_runs_both_kinds_on_an_async_store(dsn: str, schema_name: str) -> None:
@@ -387,6 +393,39 @@ def test_drain_runs_every_due_job_and_those_they_send(store: alkstore.Store) -> 
     assert drained == Drained(completed=4, failed=2) and drained.ran == 6
     assert later is not None and store.get_job("count", later).state is JobState.CREATED  # type: ignore[union-attr]
     assert tasks.drain(store) == Drained()
+
+
+def test_every_kind_of_parameter_goes_there_and_back(store: alkstore.Store) -> None:
+    tasks = alkstore.Tasks()
+
+    @tasks.task(queue="shapes")
+    def shapes(first: int, /, second: str, *rest: int, flag: bool = False, **extra: str) -> Any:
+        return [first, second, list(rest), flag, extra]
+
+    job_id = shapes.send(store, 1, "two", 3, 4, flag=True, colour="red")
+    job = store.get_job("shapes", job_id)  # type: ignore[arg-type]
+    assert job is not None
+    assert job.data == {
+        "first": 1,
+        "second": "two",
+        "rest": [3, 4],
+        "flag": True,
+        "extra": {"colour": "red"},
+    }
+    assert tasks.drain(store) == Drained(completed=1)
+    done = store.get_job("shapes", job_id)  # type: ignore[arg-type]
+    assert done is not None and done.output == [1, "two", [3, 4], True, {"colour": "red"}]
+
+
+def test_job_data_naming_no_parameter_fails_the_job(store: alkstore.Store) -> None:
+    tasks, add, _ = _registry()
+    add.send(store, 1)
+    store.send("add", {"a": 1, "c": 2})  # e.g. sent before a parameter was renamed
+    store.send("add", [1, 2])
+    assert add.call_with({"a": 1}) == 3
+    assert tasks.drain(store, queues=["add"]) == Drained(completed=1, failed=2)
+    (failure, _) = [j.output for j in store.list_jobs("add", states=["failed"])]
+    assert failure["name"] == "TypeError" and "no parameter ['c']" in failure["message"]
 
 
 def test_drain_async_on_an_async_store(dsn: str, schema_name: str) -> None:

@@ -39,6 +39,15 @@ SNIPPET = textwrap.dedent(
         return {"order": order_id}
 
 
+    @tasks.task
+    async def bare(n: int) -> int:
+        return n
+
+
+    @tasks.task(retires=3)  # error
+    def misspelt() -> None: ...
+
+
     def one(job: Job) -> dict[str, int]:
         return {"n": 1}
 
@@ -86,6 +95,9 @@ SNIPPET = textwrap.dedent(
         await charge.send_async(store, 1, 2.0)
         await charge.send_async(store, "1", 2.0)  # error
         job_id: uuid.UUID | None = charge.send(store, 1, 2.0)  # error
+        await bare.send_async(store, 1)
+        await bare.send_async(store, n="1")  # error
+        result: int = await bare(2)
     """
 )
 

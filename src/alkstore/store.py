@@ -834,8 +834,8 @@ class AsyncStore:
 
     async def work(self, queue: str, handler: Callable[..., Any], **options: Any) -> AsyncWorker:
         """See :meth:`Store.work`: here the worker runs as tasks of the running event loop,
-        ``handler`` is a coroutine function, and ``ctx`` an
-        :class:`~alkstore.worker.AsyncJobContext`."""
+        ``handler`` is a coroutine function (or a plain one, run on the loop: keep it short),
+        and ``ctx`` an :class:`~alkstore.AsyncJobContext`."""
         return await start_async(self, queue, handler, options)
 
     _listen_at: tuple[str, DriverSettings] | None = None

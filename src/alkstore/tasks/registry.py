@@ -95,8 +95,11 @@ class Tasks:
         return self._tasks[queue]
 
     def selected(self, queues: Iterable[str] | None) -> list[Task[Any, Any]]:
-        """The tasks of ``queues`` (every task for None); an unknown name is refused."""
+        """The tasks of ``queues`` (every task for None); an unknown name, or none at all,
+        is refused (a worker or a drain of nothing is a mistake)."""
         if queues is None:
+            if not self._tasks:
+                raise InvalidOptions("tasks", 0, "the registry has no task: declare some first")
             return list(self._tasks.values())
         wanted = list(queues)
         unknown = [q for q in wanted if q not in self._tasks]

@@ -22,8 +22,9 @@ _PARAMETER = re.compile(r"'([^']+)'")
 
 
 def default_queue(fn: Callable[..., Any]) -> str:
-    """``module.qualname`` of ``fn`` as a queue name (``<locals>`` and leading underscores of
-    ``__main__`` dropped); InvalidOptions when that is still no valid queue name."""
+    """``module.qualname`` of ``fn`` as a queue name (without ``<locals>``, and without the
+    underscores around a module name such as ``__main__``); InvalidOptions when that is
+    still no valid queue name."""
     name = f"{fn.__module__.strip('_')}.{fn.__qualname__}".replace(".<locals>", "")
     try:
         return check_queue_name(name)
@@ -78,7 +79,7 @@ class Task(Generic[P, R]):
 
     # -- sending ---------------------------------------------------------------------------
 
-    def data(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def job_data(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """The job data of a call: its arguments by parameter name, as JSON values.
         A wrong, missing or non-JSON argument raises :class:`~alkstore.InvalidOptions`
         naming the parameter."""
@@ -92,20 +93,15 @@ class Task(Generic[P, R]):
             raise InvalidOptions(name, kwargs.get(name), str(exc)) from None
         return bound.arguments
 
-    def _checked(self, data: dict[str, Any]) -> None:
-        """Name the parameter whose value is not JSON (before the queue is first made)."""
-        for name, value in data.items():
-            dump_json(name, value)
-
     def send(self, store: Store, /, *args: P.args, **kwargs: P.kwargs) -> uuid.UUID | None:
         """Send a call of the task as a job; its id (None when the queue's policy or the
         job's throttle refused it). The first send through a store's engine creates the
         queue (``exist_ok=True``). Works on ``store.using(conn)``: the job commits with your
         transaction."""
         _face(store, Store, "await task.send_async(store, ...) on an AsyncStore")
-        data = self.data(*args, **kwargs)
+        data = self.job_data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
-            self._checked(data)
+            _json_checked(data)  # before the queue is made
             self._made.make(store, self.queue, self.queue_options)
         try:
             return store.send(self.queue, data, **self.send_options)
@@ -120,9 +116,9 @@ class Task(Generic[P, R]):
     ) -> uuid.UUID | None:
         """:meth:`send` on an :class:`~alkstore.AsyncStore`."""
         _face(store, AsyncStore, "task.send(store, ...) on a Store")
-        data = self.data(*args, **kwargs)
+        data = self.job_data(*args, **kwargs)
         if not self._made.has(store.engine, self.queue):
-            self._checked(data)
+            _json_checked(data)  # before the queue is made
             await self._made.make_async(store, self.queue, self.queue_options)
         try:
             return await store.send(self.queue, data, **self.send_options)
@@ -136,11 +132,10 @@ class Task(Generic[P, R]):
         """A refused payload, told by the parameter that made it so."""
         if exc.field != "data":
             return exc
-        for name, value in data.items():
-            try:
-                dump_json(name, value)
-            except InvalidOptions as named:
-                return named
+        try:
+            _json_checked(data)
+        except InvalidOptions as named:
+            return named
         return exc
 
     # -- running ---------------------------------------------------------------------------
@@ -154,6 +149,12 @@ class Task(Generic[P, R]):
             raise TypeError(f"task {self.fn.__qualname__} has no parameter {unknown}")
         bound = inspect.BoundArguments(self._signature, dict(data))
         return self.fn(*bound.args, **bound.kwargs)
+
+
+def _json_checked(data: dict[str, Any]) -> None:
+    """Raise :class:`~alkstore.InvalidOptions` naming the first argument that is not JSON."""
+    for name, value in data.items():
+        dump_json(name, value)
 
 
 def _face(store: object, face: type, instead: str) -> None:
