@@ -48,6 +48,9 @@ POLL_MAX_NOTIFIED = 2.0
 notification)."""
 LISTEN_WAIT = 0.1
 """Seconds a listener waits for notifications before checking whether anything still waits."""
+LISTEN_LINGER = 30.0
+"""Seconds a store's result listener stays connected after its last wait ended: waits that
+follow one another reuse it instead of each connecting again."""
 LISTEN_RETRY = 1.0
 """Seconds before a lost or failed listener connects again (reads cover the gap)."""
 
@@ -140,6 +143,8 @@ class _Hub:
         self.unsupported = False
         """Set when the driver cannot listen (pg8000), or the store closed: waits only read
         again."""
+        self._quiet_since = time.monotonic()
+        """When the last wait ended (while none waits)."""
 
     def _add(self, job_id: uuid.UUID, wake: Any, start: Callable[[], Any]) -> None:
         """Register ``wake``; ``start()`` the listener (returning its thread or task) when
@@ -150,11 +155,12 @@ class _Hub:
                 self.running = start()
 
     def _idle(self, *, unsupported: bool = False) -> bool:
-        """True (and the listener forgotten) once nothing waits or the driver cannot
-        listen."""
+        """True (and the listener forgotten) once nothing has waited for
+        :data:`LISTEN_LINGER` seconds, or the driver cannot listen."""
         with self.lock:
             self.unsupported = self.unsupported or unsupported
-            if self.waiting and not self.unsupported:
+            lingering = time.monotonic() - self._quiet_since < LISTEN_LINGER
+            if (self.waiting or lingering) and not self.unsupported:
                 return False
             self.running = None
             self.listening = False
@@ -186,6 +192,8 @@ class _Hub:
                 found.remove(wake)
             if not found:
                 self.waiting.pop(job_id, None)
+            if not self.waiting:
+                self._quiet_since = time.monotonic()
 
 
 class ResultListener(_Hub):
