@@ -70,11 +70,12 @@ def check_timeout(timeout: object) -> float:
 
 
 def pauses() -> Iterator[float]:
-    """The pauses between reads of a job not yet finished: growing, then steady."""
+    """The pauses between reads of a job not yet finished: growing, then steady (each wait
+    also caps them, at :data:`POLL_MAX` or :data:`POLL_MAX_NOTIFIED`)."""
     pause = POLL_FIRST
     while True:
         yield pause
-        pause = pause * POLL_FACTOR
+        pause = min(pause * POLL_FACTOR, POLL_MAX_NOTIFIED)
 
 
 class Waiting:
