@@ -11,7 +11,7 @@ from alkstore import InvalidOptions, JobState, Snooze
 
 from .conftest import eventually, make_queue
 from .test_worker import FAST
-from .workers import work
+from .workers import execute, side_table, work
 
 
 @pytest.mark.parametrize("partition", [False, True])
@@ -100,6 +100,22 @@ def test_a_handler_raising_snooze_snoozes_its_job(alkstore_store):
         eventually(lambda: alkstore_store.get_job("q", job_id).state is JobState.COMPLETED)
     assert runs == [0, 1]
     assert alkstore_store.get_job("q", job_id).output == {"runs": 2}
+
+
+def test_a_transactional_snooze_rolls_the_handlers_writes_back(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    table, written = side_table(alkstore_store)
+
+    def handler(job, ctx):
+        execute(ctx, f"INSERT INTO {table} (id) VALUES ($1)", job.id)
+        raise Snooze(3600)
+
+    with work(alkstore_store, "q", handler, transactional=True, **FAST):
+        job_id = alkstore_store.send("q", 1)
+        eventually(lambda: alkstore_store.get_job("q", job_id).state is JobState.RETRY)
+    snoozed = alkstore_store.get_job("q", job_id)
+    assert snoozed.retry_limit == 1 and snoozed.errors == ()
+    assert written() == []
 
 
 def test_a_batch_handler_snoozes_one_job_of_its_batch(alkstore_store):
