@@ -155,9 +155,10 @@ def test_latency(_bench_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         tmp_path,
         "latency --rate 40 --duration 0.5 --poll-interval 0.01 --peers pg-boss",
     )
-    polled, worked, peer = doc["results"]
+    polled, worked, waited, peer = doc["results"]
     assert (polled["consumer"], worked["consumer"]) == ("poll", "work()")
-    for row in (polled, worked):
+    assert waited["consumer"] == "wait()"  # send start -> the result in the waiter's hands
+    for row in (polled, worked, waited):
         assert row["received"] == row["sent"] == 20
         assert row["p50_ms"] > 0
         assert row["send_p50_ms"] > 0

@@ -184,6 +184,31 @@ def test_jobs_pages_by_state_and_job_shows_one(
     assert status == 1 and "nope" in err and err.count("\n") == 1
 
 
+def test_job_shows_the_attempt_history(
+    store: alkstore.Store, pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.create_queue("q", retry_limit=1)
+    job_id = store.send("q", 1)
+    for message in ("first [bold]try", "second try"):
+        (job,) = store.fetch("q", ignore_start_after=True)
+        try:
+            raise ValueError(message)
+        except ValueError as exc:
+            store.fail("q", job, exc)
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    errors = run_json(capsys, "job", "q", str(job_id), *where)["errors"]
+    assert [(e["attempt"], e["name"], e["message"]) for e in errors] == [
+        (1, "ValueError", "first [bold]try"),
+        (2, "ValueError", "second try"),
+    ]
+    assert "Traceback" in errors[0]["stack"] and errors[0]["at"].endswith("+00:00")
+    status, out, _ = run(capsys, "job", "q", str(job_id), *where)
+    assert status == 0 and "attempt history" in out
+    history = out[out.index("attempt history") :]
+    assert "ValueError" in history and "first [bold]try" in history and "second try" in history
+
+
 def test_cancel_resume_retry_delete_and_redrive(
     store: alkstore.Store, pg_dsn: str, schema_name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -35,6 +35,7 @@ SPEC_TRANSITIONS: dict[str, tuple[set[str], set[str]]] = {
     "retry": ({"failed"}, {"retry"}),
     "touch": ({"active"}, {"active"}),
     "expire": ({"active"}, {"retry", "failed"}),
+    "snooze": ({"active"}, {"retry"}),  # issue 31: back to the queue, no attempt spent
 }
 """Spec §3: operation -> (states it acts on, states it can lead to)."""
 

@@ -61,6 +61,28 @@ def test_pages_carry_a_no_script_policy_and_unknown_things_are_404(
         assert client.get(missing).status_code == 404
 
 
+def test_the_job_page_shows_the_attempt_history(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    installed.update_queue("emails", retry_limit=1)
+    job_id = installed.send("emails", 1)
+    for message in ("<b>first</b>", "second"):
+        (job,) = installed.fetch("emails", ignore_start_after=True)
+        try:
+            raise ValueError(message)
+        except ValueError as exc:
+            installed.fail("emails", job, exc)
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url, httpx.Client(base_url=url) as client:
+        page = client.get(f"/queues/emails/jobs/{job_id}")
+    assert page.status_code == 200
+    history = page.text[page.text.index('id="attempts"') :]
+    rows = re.findall(r"<tr><td>(\d+)</td>", history)
+    assert rows == ["1", "2"]
+    assert "ValueError</b>: &lt;b&gt;first&lt;/b&gt;" in history  # escaped
+    assert "second" in history and history.count('<pre class="stack">') == 2
+
+
 def test_it_never_creates_a_schema(pg_dsn: str, schema_name: str) -> None:
     app = create_app(DashboardSettings(dsn=pg_dsn, schema=schema_name))
 

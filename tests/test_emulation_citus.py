@@ -294,9 +294,9 @@ ACCEPT += [
         "stable-with-column",
         f"DELETE FROM s.job WHERE {seconds_after('completed_on', 'deletion_seconds')} < now()",
     ),
-    ("stable-with-column", _ENGINE._retry_update("t", "j.name = $1", "$2")),
-    ("volatile-in-modification", _ENGINE._retry_update("t", "j.name = $1", "$2")),
-    ("mutable-in-case", _ENGINE._retry_update("t", "j.name = $1", "$2")),
+    ("stable-with-column", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3")),
+    ("volatile-in-modification", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3")),
+    ("mutable-in-case", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3")),
     ("mutable-in-case", _ENGINE._refused_note()),
     ("stable-with-column", _ENGINE._refused_note()),
     # the conformance harness's clock: every timestamp shifted back by a bound amount

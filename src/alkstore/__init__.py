@@ -4,6 +4,7 @@ Open a store with :func:`connect` (sync) or :func:`connect_async`, create a queu
 fetch them, complete or fail them.
 """
 
+from .core.attempts import Snooze
 from .core.errors import (
     AlkstoreError,
     ConnectionFailed,
@@ -13,6 +14,7 @@ from .core.errors import (
     FlowRefused,
     InvalidOptions,
     JobConflict,
+    JobNotFound,
     ListenerClosed,
     MetadataNotFetched,
     MigrationLocked,
@@ -24,11 +26,12 @@ from .core.errors import (
     StatementTimeout,
     UnsupportedByDriver,
     UnsupportedByEngine,
+    WaitTimeout,
 )
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import JobOptions, Policy, QueueOptions
 from .core.queries import JobPage
-from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.records import FailedAttempt, Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .store import AsyncConnector, AsyncStore, Store, connect, connect_async
 from .tasks import Task, Tasks
@@ -44,12 +47,14 @@ __all__ = [
     "ConnectionLost",
     "DeadlineExceeded",
     "DriverUnavailable",
+    "FailedAttempt",
     "FlowRefused",
     "Handoff",
     "InvalidOptions",
     "Job",
     "JobConflict",
     "JobContext",
+    "JobNotFound",
     "JobOptions",
     "JobOptionsKwargs",
     "JobPage",
@@ -68,12 +73,14 @@ __all__ = [
     "QueueOptionsKwargs",
     "QueueStats",
     "SchemaVersionError",
+    "Snooze",
     "StatementTimeout",
     "Store",
     "Task",
     "Tasks",
     "UnsupportedByDriver",
     "UnsupportedByEngine",
+    "WaitTimeout",
     "connect",
     "connect_async",
 ]

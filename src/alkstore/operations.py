@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .core.attempts import snooze_seconds
 from .core.contracts import Engine
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.flows import build_flow
@@ -244,6 +245,11 @@ class Operations:
     def fail(self, queue: str, ids: IdLike | Iterable[IdLike], error: Any) -> Plan[int]:
         """See :meth:`alkstore.Store.fail`."""
         return self.engine.fail(check_queue_name(queue), targets(ids), error_output(error))
+
+    def snooze(self, queue: str, ids: IdLike | Iterable[IdLike], seconds: Any) -> Plan[int]:
+        """See :meth:`alkstore.Store.snooze`."""
+        delay = snooze_seconds(seconds)
+        return self.engine.snooze(check_queue_name(queue), targets(ids), delay)
 
     def cancel(self, queue: str, ids: IdLike | Iterable[IdLike]) -> Plan[int]:
         """See :meth:`alkstore.Store.cancel`."""

@@ -40,6 +40,7 @@ from .messaging import Messaging
 from .operations import Operations
 from .runner import run_async, run_sync
 from .target import AUTO, Target, build_engine, resolve_target
+from .waiting import AsyncResultListener, ResultListener, listen_at, wait_async, wait_sync
 from .worker import AsyncWorker, Worker, start, start_async
 from .worker.handlers import AsyncBatchHandler, AsyncHandler, BatchHandler, Handler
 from .worker.options import WorkKwargs
@@ -78,6 +79,9 @@ class Store:
         try:
             if "_runtime" in self.__dict__:
                 self._runtime.close()
+            results = self.__dict__.get("_results")
+            if results is not None:
+                results.close()
             self._source.close()
         finally:
             if self._on_close is not None:
@@ -236,6 +240,26 @@ class Store:
     def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
         """Fail queued or active jobs: retry while retries remain, else failed (+ dead letter)."""
         return int(self._run(self._ops.fail(queue, ids, error)))
+
+    def snooze(self, queue: str, ids: Ids, seconds: float | dt.timedelta) -> int:
+        """Put active jobs back in the queue, due ``seconds`` from now (0 to 365 days),
+        without spending an attempt: what ``raise alkstore.Snooze(seconds)`` does in a
+        handler. Fenced like :meth:`complete`: a :class:`Job` snoozes only its own attempt.
+        Each snooze raises ``retry_limit`` by one. See ``docs/workers.md``, "Snooze"."""
+        return self._woke(queue, int(self._run(self._ops.snooze(queue, ids, seconds))))
+
+    def wait(self, queue: str, job_id: IdLike, *, timeout: float) -> Job:
+        """The job once it has finished (completed, failed for good or cancelled), with its
+        output; :class:`~alkstore.WaitTimeout` (a ``TimeoutError``) after ``timeout``
+        seconds, :class:`~alkstore.JobNotFound` when the queue has no such job. Woken by a
+        notification where the engine has LISTEN/NOTIFY, else by reading the job again
+        with a growing pause (docs/workers.md, "Waiting for a result")."""
+        return wait_sync(self, self._results, queue, job_id, timeout)
+
+    @functools.cached_property
+    def _results(self) -> ResultListener | None:
+        where = listen_at(self)
+        return None if where is None else ResultListener(self, where)
 
     def cancel(self, queue: str, ids: Ids) -> int:
         """Cancel queued or active jobs."""
@@ -551,6 +575,9 @@ class AsyncStore:
         try:
             if "_runtime" in self.__dict__:
                 await self._runtime.close()
+            results = self.__dict__.get("_results")
+            if results is not None:
+                await results.close()
             await self._source.close()
         finally:
             if self._on_close is not None:
@@ -682,6 +709,19 @@ class AsyncStore:
     async def fail(self, queue: str, ids: Ids, error: Any = None) -> int:
         """See :meth:`Store.fail`."""
         return int(await self._run(self._ops.fail(queue, ids, error)))
+
+    async def snooze(self, queue: str, ids: Ids, seconds: float | dt.timedelta) -> int:
+        """See :meth:`Store.snooze`."""
+        return self._woke(queue, int(await self._run(self._ops.snooze(queue, ids, seconds))))
+
+    async def wait(self, queue: str, job_id: IdLike, *, timeout: float) -> Job:
+        """See :meth:`Store.wait`."""
+        return await wait_async(self, self._results, queue, job_id, timeout)
+
+    @functools.cached_property
+    def _results(self) -> AsyncResultListener | None:
+        where = listen_at(self)
+        return None if where is None else AsyncResultListener(self, where)
 
     async def cancel(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.cancel`."""

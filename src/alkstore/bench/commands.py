@@ -604,7 +604,7 @@ def latency(
                 consumer=consumer,
             )
 
-        consumers = (latency_bench.POLL, latency_bench.WORK)
+        consumers = latency_bench.CONSUMERS
         rows = _each(progress, "latency cells", [(d, c) for d in drivers for c in consumers], one)
 
         def peer(name: str) -> Row:

@@ -6,7 +6,10 @@ ends when the fetch returned). ``work()``: a worker (``store.work``, concurrency
 woken by LISTEN/NOTIFY, with sends from a second store so that the wake-up crosses the
 server as it would between processes (the wait ends when the handler starts). A sender sends
 one job every ``1 / rate`` seconds for ``duration`` seconds; each job carries the time its
-``send`` began. Everything runs in this process, so the clocks agree.
+``send`` began. Everything runs in this process, so the clocks agree. ``wait()``: the same worker
+completes each job with an output, and the sending store waits for each result
+(``store.wait``, docs/workers.md "Waiting for a result"), in up to :data:`WAITERS` threads or
+tasks at once (the wait ends when ``wait`` returned the completed job).
 
 The peers' workers are measured the same way in the same run (:func:`peer_latency_cell`):
 pg-boss ``work()`` with ``useListenNotify`` on a ``notify`` queue (its clock in Node),
@@ -24,6 +27,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..core.records import Job
@@ -36,8 +40,12 @@ from .peers import peer_module
 from .report import BACKEND_COLUMNS, Column
 from .server import drop_schema
 
-POLL, WORK = "poll", "work()"
-"""The two consumers of a latency cell."""
+POLL, WORK, WAIT = "poll", "work()", "wait()"
+"""The consumers of a latency cell."""
+CONSUMERS = (POLL, WORK, WAIT)
+"""Every consumer, in the order a run measures them."""
+WAITERS = 16
+"""The ``wait()`` cell's waiting threads (or tasks at once): enough for every job in flight."""
 WORK_POLL_INTERVAL = 1.0
 """The worker's polling backstop: wake-ups, not polls, deliver its jobs."""
 
@@ -208,6 +216,10 @@ def latency_cell(
             finally:
                 stages.disable()
             waits, stamped = handled.waits, _breakdown(handled, sends)
+        elif consumer == WAIT:
+            waits, sends = (
+                event_loop.run(_wait_async(*args)) if backend.is_async else _wait_sync(*args)
+            )
         elif backend.is_async:
             waits, sends = event_loop.run(_latency_async(*args))
         else:
@@ -220,7 +232,7 @@ def latency_cell(
             "rate": rate,
             "duration_s": duration,
             "poll_interval_ms": round(
-                (WORK_POLL_INTERVAL if consumer == WORK else poll_interval) * 1000
+                (poll_interval if consumer == POLL else WORK_POLL_INTERVAL) * 1000
             ),
             "batch": batch,
             "sent": total,
@@ -377,4 +389,81 @@ async def _work_async(
     return handled, sends
 
 
-__all__ = ["COLUMNS", "POLL", "STAGE_COLUMNS", "WORK", "latency_cell", "peer_latency_cell"]
+def _result(job: Job) -> dict[str, Any]:
+    """The ``wait()`` cell's handler: an output, as a real result would have."""
+    return {"done": job.data["sent"]}
+
+
+def _wait_sync(
+    dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
+) -> Timings:
+    with (
+        backend.open_sync(dsn, schema, pool_size=batch + 4) as store,
+        backend.open_sync(dsn, schema, pool_size=WAITERS + 1) as sender,
+    ):
+        store.create_queue(QUEUE)
+        waits: list[float] = []
+        timeout = deadline_after(total, rate)
+        reset_peak_rss()
+
+        def waited(began: float, job_id: Any) -> None:
+            sender.wait(QUEUE, job_id, timeout=timeout)
+            waits.append(time.perf_counter() - began)  # list.append is atomic
+
+        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
+        with (
+            ThreadPoolExecutor(WAITERS, thread_name_prefix="bench-wait") as pool,
+            store.work(QUEUE, _result, concurrency=batch, **options),
+        ):
+            sends = paced_sync(
+                total,
+                rate,
+                lambda began: pool.submit(waited, began, sender.send(QUEUE, _sent(began))),
+            )
+            pool.shutdown(wait=True)
+    return waits, sends
+
+
+async def _wait_async(
+    dsn: str, backend: Backend, rate: float, total: int, _interval: float, batch: int, schema: str
+) -> Timings:
+    store = await backend.open_async(dsn, schema, pool_size=batch + 4)
+    sender = await backend.open_async(dsn, schema, pool_size=WAITERS + 1)
+    async with store, sender:
+        await store.create_queue(QUEUE)
+        waits: list[float] = []
+        timeout = deadline_after(total, rate)
+        slots = asyncio.Semaphore(WAITERS)
+        pending: set[asyncio.Task[None]] = set()
+        reset_peak_rss()
+
+        async def waited(began: float, job_id: Any) -> None:
+            async with slots:
+                await sender.wait(QUEUE, job_id, timeout=timeout)
+            waits.append(time.perf_counter() - began)
+
+        async def send(began: float) -> None:
+            job_id = await sender.send(QUEUE, _sent(began))
+            pending.add(asyncio.ensure_future(waited(began, job_id)))
+
+        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
+        async with await store.work(QUEUE, _async_result, concurrency=batch, **options):
+            sends = await paced_async(total, rate, send)
+            await asyncio.gather(*pending)
+    return waits, sends
+
+
+async def _async_result(job: Job) -> dict[str, Any]:
+    return _result(job)
+
+
+__all__ = [
+    "COLUMNS",
+    "CONSUMERS",
+    "POLL",
+    "STAGE_COLUMNS",
+    "WAIT",
+    "WORK",
+    "latency_cell",
+    "peer_latency_cell",
+]

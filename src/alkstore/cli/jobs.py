@@ -12,6 +12,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 import alkstore
@@ -110,9 +111,22 @@ def _job(args: argparse.Namespace) -> int:
         return 0
     table = Table("field", "value", title=f"job {job.id}")
     for name, value in document.items():
-        table.add_row(name, "" if value is None else brief(value, 200))
-    console().print(table)
+        if name != "errors":
+            table.add_row(name, "" if value is None else brief(value, 200))
+    out = console()
+    out.print(table)
+    if job.errors:
+        out.print(_attempt_history(job.errors))
     return 0
+
+
+def _attempt_history(errors: tuple[alkstore.FailedAttempt, ...]) -> Table:
+    """The failed attempts, oldest first (the stacks are in ``--json``)."""
+    table = Table("attempt", "failed at", "error", "message", title="attempt history")
+    for error in errors:
+        message = "" if error.message is None else escape(error.message[:200])
+        table.add_row(str(error.attempt), when(error.at), escape(error.name or ""), message)
+    return table
 
 
 def _changer(

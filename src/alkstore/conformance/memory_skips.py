@@ -31,6 +31,9 @@ SKIPS: dict[str, str] = {
     "test_worker.py::test_a_transactional_job_completes_though_its_heartbeats_land_meanwhile": (
         NO_CALLER_TRANSACTIONS
     ),
+    "test_snooze.py::test_a_transactional_snooze_rolls_the_handlers_writes_back": (
+        NO_CALLER_TRANSACTIONS
+    ),
 }
 """Test file (or ``file::test``) -> why it cannot run on the in-memory engine."""
 

@@ -173,6 +173,11 @@ class Engine(Protocol):
         """queued or active -> retry or failed (+ dead letter)."""
         ...
 
+    def snooze(self, queue: str, targets: Targets, seconds: float) -> Plan[int]:
+        """active -> retry, due ``seconds`` (validated) from now, without spending an attempt
+        (``retry_limit`` + 1); a stately job whose key's retry slot is taken stays active."""
+        ...
+
     def cancel(self, queue: str, targets: Targets) -> Plan[int]:
         """queued or active -> cancelled."""
         ...

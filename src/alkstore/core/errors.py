@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .redact import redact_dsn
+
+if TYPE_CHECKING:
+    from .records import Job
 
 
 class AlkstoreError(Exception):
@@ -172,6 +177,30 @@ class StatementTimeout(AlkstoreError, TimeoutError):
 class MigrationLocked(SchemaVersionError, TimeoutError):
     """Another session held the migration lock for longer than the lock timeout; the
     message names it (pid, application_name, client address) so it can be found."""
+
+
+class WaitTimeout(AlkstoreError, TimeoutError):
+    """``wait`` gave up: the job had not finished (completed, failed or cancelled) within
+    its ``timeout``. It keeps running; :attr:`job` is how it was last seen."""
+
+    def __init__(self, queue: str, job_id: object, timeout: float, job: Job) -> None:
+        super().__init__(
+            f"job {job_id} of queue {queue!r} did not finish within {timeout:g} s "
+            f"(last seen {job.state.value})"
+        )
+        self.queue = queue
+        self.job_id = job_id
+        self.job = job
+        """The :class:`~.records.Job` as last read."""
+
+
+class JobNotFound(AlkstoreError, LookupError):
+    """No job of that id is in the queue (never sent, deleted, or moved by ``redrive``)."""
+
+    def __init__(self, queue: str, job_id: object) -> None:
+        super().__init__(f"queue {queue!r} has no job {job_id}")
+        self.queue = queue
+        self.job_id = job_id
 
 
 class MetadataNotFetched(AlkstoreError, AttributeError):

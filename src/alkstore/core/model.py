@@ -70,6 +70,7 @@ from typing import Any
 import attrs
 from cronsim import CronSim
 
+from .attempts import MAX_ERRORS, attempt_error, snooze_seconds
 from .errors import (
     FlowRefused,
     InvalidOptions,
@@ -79,11 +80,12 @@ from .errors import (
     QueueNotFound,
 )
 from .options import GroupLimit, JobOptions, Policy, QueueOptions, dump_json
-from .records import Job, MaintenanceReport, QueueStats
+from .records import FailedAttempt, Job, MaintenanceReport, QueueStats
 from .retry import retry_delay_bounds
 from .schedules import SKIP_GRACE, SLOT_NAMESPACE, Missed
 from .states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
 from .targets import Targets
+from .validation import INT_MAX
 
 TIMED_OUT: dict[str, str] = {"message": "job timed out"}
 """The output of a job failed by expiry."""
@@ -169,6 +171,9 @@ class ModelJob:
     """Start of the job's throttle slot (``singleton_seconds``), None when not throttled."""
     trace_context: dict[str, str] | None = None
     """The sender's trace context: passed through (a dead-letter copy keeps its source's)."""
+    errors: list[FailedAttempt] = attrs.Factory(list)
+    """The failed attempts, oldest first (at most ``MAX_ERRORS``; a dead-letter copy starts
+    with its source's)."""
 
     @property
     def keep_until_latest(self) -> dt.datetime:
@@ -188,6 +193,7 @@ class ModelJob:
         """This job as a :class:`~.records.Job` (the model's own fields dropped)."""
         fields = attrs.asdict(self, recurse=False)
         del fields["start_after_latest"], fields["seq"], fields["singleton_on"]
+        fields["errors"] = tuple(self.errors)
         return Job(**fields)
 
 
@@ -344,6 +350,7 @@ class Model:
                 job.heartbeat_on -= shift
             if job.singleton_on is not None:
                 job.singleton_on -= shift
+            job.errors = [attrs.evolve(e, at=e.at - shift) for e in job.errors]
 
     def tick(self, seconds: float) -> None:
         """Let ``seconds`` pass by moving :attr:`now` forward."""
@@ -560,6 +567,23 @@ class Model:
         changed = self._select(queue, ids, UNFINISHED, fenced=True)
         self._fail_all(changed, value)
         return len(changed)
+
+    def snooze(self, queue: str, ids: ModelIds, seconds: float) -> int:
+        """active -> retry (fenced), due ``seconds`` from now, without spending an attempt:
+        ``retry_limit`` grows by one (at most ``INT_MAX``), as the next fetch raises
+        ``retry_count``. A stately job whose key already has a job waiting for its retry is
+        left alone (0 for it), as the policy admits one. Returns how many changed."""
+        delay = snooze_seconds(seconds)
+        changed = 0
+        for job in sorted(self._select(queue, ids, ACTIVE, fenced=True), key=lambda j: j.id):
+            if self._stately_retry_taken(job):
+                continue
+            changed += 1
+            job.state = JobState.RETRY
+            job.retry_limit = min(job.retry_limit + 1, INT_MAX)
+            job.start_after = job.start_after_latest = _later(self.now, delay)
+            job.keep_until = _later(job.start_after, job.retention_seconds)
+        return changed
 
     def cancel(self, queue: str, ids: ModelIds) -> int:
         """queued or active -> cancelled, ``completed_on = now`` (by id, fences ignored)."""
@@ -882,6 +906,8 @@ class Model:
                 job.state = JobState.FAILED
                 job.completed_on = self.now
             job.output = copy.deepcopy(output)
+            entry = FailedAttempt(job.retry_count + 1, self.now, **attempt_error(output))
+            job.errors = [*job.errors, entry][-MAX_ERRORS:]
             dead_letter = job.dead_letter or self.queues[job.queue].dead_letter
             if job.state is JobState.FAILED and dead_letter in self.queues:
                 self._dead_letter(job, dead_letter, seq)
@@ -914,6 +940,7 @@ class Model:
             start_after_latest=self.now,
             seq=seq,
             trace_context=job.trace_context,
+            errors=list(job.errors),
         )
 
     def _fresh_in(self, opts: QueueOptions) -> dict[str, Any]:
@@ -1217,6 +1244,7 @@ class Model:
                 start_after_latest=self.now,
                 seq=seq,
                 singleton_on=None,
+                errors=[],
             )
             del self.jobs[(job.queue, job.id)]
             self.jobs[(target, fresh.id)] = fresh

@@ -85,6 +85,42 @@ def as_bool(value: Any) -> bool:
 
 
 @attrs.frozen
+class FailedAttempt:
+    """One failed attempt of a job, in :attr:`Job.errors` (docs/workers.md, "Attempt
+    history"): bounded as :mod:`~.attempts` says."""
+
+    attempt: int
+    """Which attempt failed: 1 for the first run, ``retry_count + 1`` of that attempt."""
+    at: dt.datetime
+    """When it failed, on the database's clock."""
+    name: str | None
+    """The exception's class name (None for an error that was no exception)."""
+    message: str | None
+    """The exception's message, or the error value given to ``fail``."""
+    stack: str | None
+    """The traceback, when the error was an exception."""
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> FailedAttempt:
+        """Build from one stored entry."""
+        return cls(
+            as_int(value["attempt"]),
+            as_time(value["at"]),  # type: ignore[arg-type]
+            value.get("name"),
+            value.get("message"),
+            value.get("stack"),
+        )
+
+
+def as_errors(value: Any) -> tuple[FailedAttempt, ...]:
+    """The ``errors`` column (a JSON array, as text or parsed; NULL: none yet)."""
+    entries = as_json(value)
+    if not entries:
+        return ()
+    return tuple(FailedAttempt.from_json(entry) for entry in entries)
+
+
+@attrs.frozen
 class Job:
     """A job as stored. Given to ``complete``/``fail``/``touch``, it fences them to its attempt."""
 
@@ -126,6 +162,9 @@ class Job:
     trace_context: dict[str, str] | None = None
     """The sender's trace context (propagation headers), if it was sent with one; a retry
     and a dead-letter copy keep it (docs/observability.md)."""
+    errors: tuple[FailedAttempt, ...] = ()
+    """Every failed attempt, oldest first, kept across retries and into a dead-letter copy;
+    the latest :data:`~.attempts.MAX_ERRORS` (docs/workers.md, "Attempt history")."""
 
     has_metadata: ClassVar[bool] = True
     """Whether every field was read: False for the lean jobs ``fetch`` returns by default,
@@ -175,6 +214,7 @@ class Job:
             as_json(get("source_output")),
             get("dead_letter"),
             _trace_context(row),
+            as_errors(row.get("errors")),
         )
 
     def sort_key(self) -> tuple[int, dt.datetime, int]:

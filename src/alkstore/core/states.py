@@ -43,6 +43,7 @@ class Operation(enum.StrEnum):
     RETRY = "retry"
     TOUCH = "touch"
     EXPIRE = "expire"
+    SNOOZE = "snooze"
 
 
 TRANSITIONS: dict[Operation, tuple[frozenset[JobState], frozenset[JobState]]] = {
@@ -54,6 +55,7 @@ TRANSITIONS: dict[Operation, tuple[frozenset[JobState], frozenset[JobState]]] = 
     Operation.RETRY: (frozenset({JobState.FAILED}), frozenset({JobState.RETRY})),
     Operation.TOUCH: (ACTIVE, ACTIVE),
     Operation.EXPIRE: (ACTIVE, frozenset({JobState.RETRY, JobState.FAILED})),
+    Operation.SNOOZE: (ACTIVE, frozenset({JobState.RETRY})),
 }
 """operation -> (states it accepts, states it can lead to)."""
 

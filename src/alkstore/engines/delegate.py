@@ -134,6 +134,10 @@ class DelegatingEngine:
         """See :meth:`alkstore.core.contracts.Engine.fail`."""
         return self.inner.fail(queue, targets, output_json)
 
+    def snooze(self, queue: str, targets: Targets, seconds: float) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.Engine.snooze`."""
+        return self.inner.snooze(queue, targets, seconds)
+
     def cancel(self, queue: str, targets: Targets) -> Plan[int]:
         """See :meth:`alkstore.core.contracts.Engine.cancel`."""
         return self.inner.cancel(queue, targets)

@@ -14,8 +14,9 @@ from typing import Any
 
 import attrs
 
+from ..core.attempts import Snooze
 from ..core.errors import InvalidOptions
-from ..core.plans import Plan
+from ..core.plans import Plan, Steps
 from ..core.records import Job
 from ..operations import Operations
 
@@ -92,8 +93,28 @@ def settle(
             return _settle_result(ops, queue, jobs, batch, result)
         except Exception as exc:
             error = exc
+    if isinstance(error, Snooze):
+        # Counted as completions: a transactional worker rolls back when one was lost.
+        return Settlement([snoozed(ops, queue, jobs, error)], len(jobs), [])
     stored = error_of(error)
     return Settlement([ops.fail(queue, jobs, stored)], 0, [(job, stored) for job in jobs])
+
+
+def snoozed(ops: Operations, queue: str, jobs: list[Job], snooze: Snooze) -> Plan[int]:
+    """The plan that snoozes ``jobs`` (docs/workers.md, "Snooze") and, in the same
+    transaction, fails those a stately policy kept from snoozing (their key's retry slot
+    taken), so that none is left active until it expires; how many were settled."""
+    snooze_plan = ops.snooze(queue, jobs, snooze.seconds)
+    fail_plan = ops.fail(queue, jobs, error_of(snooze))
+
+    def steps() -> Steps[int]:
+        done: int = yield from snooze_plan.steps()
+        if done < len(jobs):
+            # Fenced to the attempt: only the jobs still active in it fail.
+            done += yield from fail_plan.steps()
+        return done
+
+    return attrs.evolve(snooze_plan, steps=steps, transaction=True)
 
 
 def _settle_result(
@@ -115,7 +136,9 @@ def _settle_result(
     failed: list[tuple[Job, dict[str, str]]] = []
     for job in jobs:
         outcome = result.get(job.id)
-        if isinstance(outcome, BaseException):
+        if isinstance(outcome, Snooze):
+            plans.append(snoozed(ops, queue, [job], outcome))
+        elif isinstance(outcome, BaseException):
             stored = error_of(outcome)
             failed.append((job, stored))
             plans.append(ops.fail(queue, job, stored))

@@ -54,6 +54,7 @@ from hypothesis.stateful import (
 from alkstore import Job, JobOptions, JobState, QueueOptions
 from alkstore.core.errors import JobConflict
 from alkstore.core.model import BLOCKED, AmbiguousTiming, Fence, Model, ModelJob, ModelSchedules
+from alkstore.core.records import FailedAttempt, as_errors
 from alkstore.core.tracecontext import read_trace_context
 
 from .conftest import examples
@@ -153,7 +154,7 @@ FETCH_QUEUE = st.runner().flatmap(
 )
 """A work queue, half the time one where the model has a job due (if there is one)."""
 OUTPUTS = st.sampled_from([None, "done", {"n": 1}])
-ERRORS = st.sampled_from([None, "boom", {"code": 7}])
+ERRORS = st.sampled_from([None, "boom", {"code": 7}, {"name": "E", "message": "m", "stack": "s"}])
 
 TIMESTAMPS = (
     "created_on",
@@ -177,6 +178,7 @@ FIELDS = (
     "source_queue",
     "source_retry_count",
     "trace_context",
+    "errors",
 )
 
 
@@ -202,6 +204,8 @@ def _engine_row(row: dict[str, Any]) -> dict[str, Any]:
         value = row[name]
         if name == "trace_context":
             value = read_trace_context(value)
+        elif name == "errors":
+            value = _history(as_errors(value))
         elif name in ("data", "output"):
             value = None if value is None else json.loads(value)
         elif value is not None and name not in ("state", "source_queue"):
@@ -212,8 +216,14 @@ def _engine_row(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _history(errors: Sequence[FailedAttempt]) -> list[tuple[Any, ...]]:
+    """An attempt history, without the times (each engine's clock reads its own)."""
+    return [(e.attempt, e.name, e.message, e.stack) for e in errors]
+
+
 def _model_row(job: ModelJob) -> dict[str, Any]:
-    return {name: getattr(job, name) for name in FIELDS} | {"state": job.state.value}
+    row = {name: getattr(job, name) for name in FIELDS} | {"state": job.state.value}
+    return row | {"errors": _history(job.errors)}
 
 
 def _some(*states: JobState) -> Callable[[ModelMachine], bool]:
@@ -522,6 +532,14 @@ class ModelMachine(RuleBasedStateMachine):
         queue = self._queue(ids)
         expected = self._model(self.model.fail, queue, self._for_model(ids), error)
         assert self.store.fail(queue, self._for_engine(ids), error) == expected
+
+    @precondition(_some(JobState.ACTIVE))
+    @rule(ids=ids_for(JobState.ACTIVE), seconds=st.sampled_from([0, 30, 7200]))
+    def snooze(self, ids: list[Target], seconds: int) -> None:
+        """Snooze by id or fenced attempt: back to retry, no attempt spent."""
+        queue = self._queue(ids)
+        expected = self._model(self.model.snooze, queue, self._for_model(ids), seconds)
+        assert self.store.snooze(queue, self._for_engine(ids), seconds) == expected
 
     @precondition(_some(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))
     @rule(ids=ids_for(JobState.CREATED, JobState.RETRY, JobState.ACTIVE))

@@ -276,6 +276,10 @@ class MemoryEngine(MemoryMessaging):
         output = _loads(output_json)
         return self._model("fail", lambda m: m.fail(queue, targets, output))
 
+    def snooze(self, queue: str, targets: Targets, seconds: float) -> Plan[int]:
+        """active -> retry after ``seconds``, without spending an attempt."""
+        return self._model("snooze", lambda m: m.snooze(queue, targets, seconds))
+
     def cancel(self, queue: str, targets: Targets) -> Plan[int]:
         """queued or active -> cancelled."""
         return self._model("cancel", lambda m: m.cancel(queue, targets))

@@ -64,6 +64,10 @@ class MemoryTestHooks:
                 row["data"] = json.dumps(job.data)
                 for column in ("output", "trace_context"):
                     row[column] = None if row[column] is None else json.dumps(row[column])
+                # As the postgres engine's column: a JSON array, its times in ISO 8601.
+                row["errors"] = json.dumps(
+                    [attrs.asdict(e) | {"at": e.at.isoformat()} for e in job.errors]
+                )
                 for column in TIMESTAMPS:
                     moment = row[column]
                     row[column] = None if moment is None else (m.now - moment).total_seconds()

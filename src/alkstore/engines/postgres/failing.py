@@ -7,12 +7,14 @@ import json
 import random
 from typing import Any
 
+from ...core.attempts import MAX_ERRORS, attempt_error_json, snooze_seconds
 from ...core.errors import (
     QueueNotFound,
 )
 from ...core.plans import Plan, Statement, Steps
 from ...core.states import QUEUED, Operation
 from ...core.targets import Targets
+from ...core.validation import INT_MAX
 from .base import EngineBase
 from .schema import in_list
 from .sql import (
@@ -23,6 +25,7 @@ from .sql import (
     seconds_after,
     target_params,
     targeted_state,
+    targets_sql,
 )
 
 TIMED_OUT = json.dumps({"message": "job timed out"})
@@ -66,8 +69,25 @@ COPIED_COLUMNS = (
     "created_on",
     "root_id",
     "trace_context",
+    "errors",
 )
 """Columns of a failed job that the split-statement path binds into its dead-letter copy."""
+
+
+def errors_appended(entry: str) -> str:
+    """The ``errors`` of a failed attempt ``j``: its history with the entry bound at
+    ``entry`` (JSON text of ``name``, ``message``, ``stack``) appended, its ``attempt`` and
+    ``at`` set, the oldest entry dropped past :data:`~alkstore.core.attempts.MAX_ERRORS`.
+
+    Only IMMUTABLE functions are applied to columns, and ``now()`` stands outside any CASE
+    (both as sharded Citus requires, see :func:`.sql.seconds_after`)."""
+    history = "coalesce(j.errors, '[]'::jsonb)"
+    kept = (
+        f"(CASE WHEN jsonb_array_length({history}) >= {MAX_ERRORS} "
+        f"THEN {history} - 0 ELSE {history} END)"
+    )
+    attempt = f"jsonb_set({entry}::text::jsonb, '{{attempt}}', (j.retry_count + 1)::text::jsonb)"
+    return f"{kept} || jsonb_set({attempt}, '{{at}}', to_jsonb(now()))"
 
 
 def jitters(n: int) -> list[float]:
@@ -92,7 +112,8 @@ class FailMixin(EngineBase):
             "AND (t.retry_count IS NULL OR j.state = 'active')"
         )
         source = "unnest($2::uuid[], $3::int[], $4::float8[]) AS t(id, retry_count, jitter)"
-        params = (queue, *target_params(targets), jitters(len(targets.ids)), output_json)
+        entry = attempt_error_json(output_json)
+        params = (queue, *target_params(targets), jitters(len(targets.ids)), output_json, entry)
         return self._plan(
             "fail",
             lambda: self._fail_steps(source, where, "$5", params),
@@ -137,25 +158,25 @@ class FailMixin(EngineBase):
             if not rows:
                 return 0
             found = columns(rows, ("name", "id", "retry_count"))
-            params = (*found, jitters(len(rows)), output_json)
+            params = (*found, jitters(len(rows)), output_json, attempt_error_json(output_json))
             return (yield from self._fail_steps(source, where, "$5", params))
 
         return self._plan(name, steps, transaction=True)
 
-    def _retry_update(self, source: str, where: str, output: str) -> str:
+    def _retry_update(self, source: str, where: str, output: str, entry: str) -> str:
         """The UPDATE of the targets that will run again, after the retry delay."""
         return f"""UPDATE {self.s}.job j SET state = 'retry',
                 start_after = {RETRY_AT},
                 keep_until = {seconds_after(RETRY_AT, "j.retention_seconds")},
-                output = {output}::text::jsonb
+                output = {output}::text::jsonb, errors = {errors_appended(entry)}
             FROM {source}
             WHERE {where} AND {WILL_RETRY} AND NOT {self._stately_retry_taken}
             RETURNING j.id"""
 
-    def _failed_update(self, source: str, where: str, output: str) -> str:
+    def _failed_update(self, source: str, where: str, output: str, entry: str) -> str:
         """The UPDATE of the targets out of retries; returns what a dead-letter copy needs."""
         return f"""UPDATE {self.s}.job j SET state = 'failed', completed_on = now(),
-                output = {output}::text::jsonb
+                output = {output}::text::jsonb, errors = {errors_appended(entry)}
             FROM {self.s}.queue sq, {source}
             WHERE sq.name = j.name AND {where}
                 AND (NOT {WILL_RETRY} OR {self._stately_retry_taken})
@@ -163,27 +184,28 @@ class FailMixin(EngineBase):
                 j.data::text AS data, j.output::text AS output,
                 coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
                 j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id,
-                j.trace_context::text AS trace_context"""
+                j.trace_context::text AS trace_context, j.errors::text AS errors"""
 
     def _dead_letter_insert(self, source: str) -> str:
         """INSERT of dead-letter copies of the failed rows ``f`` of ``source``.
 
-        A copy keeps the source's ``singleton_key`` and ``trace_context`` and records its
-        lineage: the source's queue, id, retry count, creation time and output, and the root
-        of a chain of dead letters (the first job's id, when the source was itself a copy).
+        A copy keeps the source's ``singleton_key``, ``trace_context`` and ``errors``, and
+        records its lineage: the source's queue, id, retry count, creation time and output,
+        and the root of a chain of dead letters (the first job's id, when the source was
+        itself a copy).
         """
         return f"""INSERT INTO {self.s}.job (id, name, data, output, priority, retry_limit,
                 retry_delay, retry_backoff, retry_delay_max, expire_seconds, heartbeat_seconds,
                 retention_seconds, deletion_seconds, policy, singleton_key, start_after,
                 keep_until, source_queue, source_id, source_retry_count, source_root_id,
-                source_created_on, source_output, trace_context)
+                source_created_on, source_output, trace_context, errors)
             SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
                 q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
                 q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
                 q.policy, f.singleton_key, now(),
                 now() + q.retention_seconds * interval '1 second',
                 f.name, f.id, f.retry_count, f.root_id, f.created_on, f.output::jsonb,
-                f.trace_context::jsonb
+                f.trace_context::jsonb, f.errors::jsonb
             FROM {source} JOIN {self.s}.queue q ON q.name = f.dead_letter
             WHERE f.state = 'failed'
             ON CONFLICT DO NOTHING
@@ -205,9 +227,12 @@ class FailMixin(EngineBase):
     def _fail_steps(
         self, source: str, where: str, output: str, params: tuple[Any, ...]
     ) -> Steps[int]:
-        """Fail the targets of ``source`` matching ``where``; how many were changed."""
-        retry = self._retry_update(source, where, output)
-        failed = self._failed_update(source, where, output)
+        """Fail the targets of ``source`` matching ``where``; how many were changed. The
+        ``output`` is bound at the placeholder ``output``, its history entry
+        (:func:`~alkstore.core.attempts.attempt_error_json`) at the next one."""
+        entry = f"${int(output[1:]) + 1}"
+        retry = self._retry_update(source, where, output, entry)
+        failed = self._failed_update(source, where, output, entry)
         if self.capabilities.multi_mutation_cte:
             # The two UPDATEs never touch the same row (a row either will retry or not). The
             # rows after the first name the failed jobs whose dead-letter copy was refused.
@@ -234,9 +259,9 @@ class FailMixin(EngineBase):
                 copy = self._dead_letter_insert(
                     "unnest($1::text[], $2::uuid[], $3::text[], $4::int[], $5::int[], "
                     "$6::text[], $7::text[], $8::text[], $9::text[], $10::timestamptz[], "
-                    "$11::uuid[], $12::text[]) AS f(name, id, state, priority, retry_count, "
-                    "data, output, dead_letter, singleton_key, created_on, root_id, "
-                    "trace_context)"
+                    "$11::uuid[], $12::text[], $13::text[]) AS f(name, id, state, priority, "
+                    "retry_count, data, output, dead_letter, singleton_key, created_on, "
+                    "root_id, trace_context, errors)"
                 )
                 copied = yield Statement(copy, columns(dead, COPIED_COLUMNS))
                 made = {r["source_id"] for r in copied}
@@ -244,6 +269,27 @@ class FailMixin(EngineBase):
         if refused:
             yield Statement(self._refused_note(), columns(refused, ("name", "id", "dead_letter")))
         return total
+
+    def snooze(self, queue: str, targets: Targets, seconds: float) -> Plan[int]:
+        """active -> retry, due ``seconds`` from now, without spending an attempt: the next
+        fetch raises ``retry_count``, so ``retry_limit`` grows by one (as River and Oban
+        do), and the attempt's fence stays unique. A stately job whose key already has a job
+        waiting for its retry (one of the snoozed, or another) is left alone."""
+        at = seconds_after("now()", "$4")
+        taken = f"""(j.policy = 'stately' AND EXISTS (SELECT 1 FROM {self.s}.job o
+            WHERE o.name = j.name AND o.policy = 'stately' AND o.id <> j.id
+              AND coalesce(o.singleton_key, '') = coalesce(j.singleton_key, '')
+              AND (o.state = 'retry' OR (o.id = ANY($2::uuid[]) AND o.id < j.id
+                  AND o.state = 'active'))))"""
+        sql = f"""UPDATE {self.s}.job j SET state = 'retry',
+                retry_limit = LEAST(j.retry_limit::int8 + 1, {INT_MAX})::int,
+                start_after = {at}, keep_until = {seconds_after(at, "j.retention_seconds")}
+            FROM {targets_sql(2)}
+            WHERE j.name = $1 AND {targeted_state(Operation.SNOOZE)} AND {fence()}
+              AND NOT {taken}
+            RETURNING j.id"""
+        params = (queue, *target_params(targets), snooze_seconds(seconds))
+        return self._single("snooze", sql, params, len)
 
     @functools.cached_property
     def _stately_retry_taken(self) -> str:

@@ -25,7 +25,8 @@ TIMESTAMP_COLUMNS = (
 JOB_FIELDS = (
     "id, name, state, priority, retry_count, retry_limit, expire_seconds, heartbeat_seconds, "
     "retention_seconds, deletion_seconds, data::text AS data, output::text AS output, "
-    "source_queue, source_id, source_retry_count, trace_context::text AS trace_context"
+    "source_queue, source_id, source_retry_count, trace_context::text AS trace_context, "
+    "errors::text AS errors"
 )
 
 

@@ -235,7 +235,45 @@ def _v5(s: str, caps: Capabilities) -> list[str]:
     return [f"ALTER TABLE {s}.job ADD COLUMN trace_context jsonb"]
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
+def _v6(s: str, caps: Capabilities) -> list[str]:
+    """Attempt history and result wake-ups (docs/workers.md, "Attempt history" and
+    "Waiting for a result").
+
+    ``errors`` holds each failed attempt's error, appended by the statement that fails the
+    job. ``waited`` is set by ``wait`` on the job it waits for; where the server has
+    LISTEN/NOTIFY and PL/pgSQL, a trigger then notifies the schema's result channel (payload:
+    the job id) when that job finishes. Its ``WHEN`` reads the new row only, so settling a
+    job nobody waits for queues no trigger event and sends nothing. Two nullable columns, no
+    default: nothing is backfilled, and a job that never failed leaves ``errors`` NULL (read
+    as no errors).
+    """
+    ddl = [f"ALTER TABLE {s}.job ADD COLUMN errors jsonb, ADD COLUMN waited bool"]
+    if caps.listen_notify and caps.plpgsql:
+        # The channel is computed from the table's schema, as done_channel() computes it.
+        ddl += [
+            f"""CREATE FUNCTION {s}.notify_result() RETURNS trigger LANGUAGE plpgsql AS $fn$
+            BEGIN
+              PERFORM pg_notify(CASE WHEN length(TG_TABLE_SCHEMA) <= {RESULT_CHANNEL_ROOM}
+                  THEN '{RESULT_CHANNEL}' || TG_TABLE_SCHEMA
+                  ELSE '{RESULT_CHANNEL}' || left(md5(TG_TABLE_SCHEMA), 32) END,
+                NEW.id::text);
+              RETURN NULL;
+            END
+            $fn$""",
+            f"""CREATE TRIGGER job_result AFTER UPDATE OF state ON {s}.job FOR EACH ROW
+            WHEN (NEW.waited AND NEW.state IN {in_list(FINISHED)})
+            EXECUTE FUNCTION {s}.notify_result()""",
+        ]
+    return ddl
+
+
+RESULT_CHANNEL = "alkstore_done_"
+"""The prefix of a schema's result channel (see :func:`_v6`)."""
+RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
+"""The longest schema name a result channel spells out (a longer one is hashed)."""
+
+
+MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)

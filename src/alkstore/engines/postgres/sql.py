@@ -22,7 +22,8 @@ JOB_COLUMNS = (
     "deletion_seconds, singleton_key, group_id, group_tier, start_after, created_on, "
     "started_on, completed_on, heartbeat_on, keep_until, output::text AS output, "
     "source_queue, source_id, source_retry_count, source_root_id, source_created_on, "
-    "source_output::text AS source_output, dead_letter, trace_context::text AS trace_context"
+    "source_output::text AS source_output, dead_letter, trace_context::text AS trace_context, "
+    "errors::text AS errors"
 )
 RETURNED_JOB_COLUMNS = ", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))
 """:data:`JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""

@@ -1,0 +1,159 @@
+"""Waiting for a result: ``store.wait`` returns the finished job, woken by a notification
+where the engine has LISTEN/NOTIFY (docs/workers.md, "Waiting for a result")."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from alkstore import InvalidOptions, Job, JobNotFound, JobState, WaitTimeout
+from alkstore import waiting as waiting_module
+
+from .test_worker import FAST
+from .workers import work
+
+
+def _later(action: Callable[[], object]) -> threading.Thread:
+    """Run ``action`` in a thread (the test joins it)."""
+    thread = threading.Thread(target=action)
+    thread.start()
+    return thread
+
+
+def _active(store: Any, queue: str) -> Job:
+    job: Job
+    (job,) = store.fetch(queue)
+    return job
+
+
+def test_wait_returns_the_completed_job_with_its_output(alkstore_store):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", {"n": 2})
+    job = _active(alkstore_store, "q")
+    thread = _later(lambda: alkstore_store.complete("q", job, {"twice": 4}))
+    done = alkstore_store.wait("q", job_id, timeout=30)
+    thread.join()
+    assert done.id == job_id and done.state is JobState.COMPLETED
+    assert done.output == {"twice": 4}
+
+
+def test_wait_returns_a_job_failed_for_good_with_its_errors(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=1)
+    job_id = alkstore_store.send("q", 1)
+
+    def fail_twice():
+        for message in ("one", "two"):
+            (job,) = alkstore_store.fetch("q", ignore_start_after=True)
+            alkstore_store.fail("q", job, {"message": message})
+
+    thread = _later(fail_twice)
+    done = alkstore_store.wait("q", job_id, timeout=30)
+    thread.join()
+    assert done.state is JobState.FAILED
+    assert [e.message for e in done.errors] == ["one", "two"]
+
+
+def test_wait_returns_a_cancelled_job(alkstore_store):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", 1)
+    thread = _later(lambda: alkstore_store.cancel("q", job_id))
+    assert alkstore_store.wait("q", job_id, timeout=30).state is JobState.CANCELLED
+    thread.join()
+
+
+def test_a_finished_job_is_returned_at_once(alkstore_store):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", 1)
+    alkstore_store.complete("q", _active(alkstore_store, "q"), "out")
+    assert alkstore_store.wait("q", job_id, timeout=0.001).output == "out"
+
+
+def test_wait_times_out_with_a_timeout_error(alkstore_store):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", 1)
+    with pytest.raises(WaitTimeout) as caught:
+        alkstore_store.wait("q", job_id, timeout=0.2)
+    assert isinstance(caught.value, TimeoutError)
+    assert caught.value.job.id == job_id and caught.value.job.state is JobState.CREATED
+    assert str(job_id) in str(caught.value)
+    assert alkstore_store.get_job("q", job_id).state is JobState.CREATED  # left alone
+
+
+def test_a_job_that_does_not_exist_is_a_clear_error(alkstore_store):
+    alkstore_store.create_queue("q")
+    missing = uuid.uuid4()
+    with pytest.raises(JobNotFound) as caught:
+        alkstore_store.wait("q", missing, timeout=5)
+    assert str(missing) in str(caught.value) and isinstance(caught.value, LookupError)
+
+
+def test_a_job_deleted_while_waited_for_is_a_clear_error(alkstore_store):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", 1)
+    thread = _later(lambda: alkstore_store.delete_jobs("q", job_id))
+    with pytest.raises(JobNotFound):
+        alkstore_store.wait("q", job_id, timeout=30)
+    thread.join()
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("inf"), float("nan"), True, "5", None])
+def test_bad_timeouts_are_refused(alkstore_store, timeout):
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", 1)
+    with pytest.raises(InvalidOptions) as caught:
+        alkstore_store.wait("q", job_id, timeout=timeout)
+    assert caught.value.field == "timeout"
+
+
+def test_many_waits_at_once_each_get_their_own_job(alkstore_store):
+    alkstore_store.create_queue("q")
+    ids = alkstore_store.send_many("q", [{"data": i} for i in range(5)])
+    results: dict[uuid.UUID, Job] = {}
+
+    def wait_for(job_id: uuid.UUID) -> Callable[[], None]:
+        def waiter() -> None:
+            results[job_id] = alkstore_store.wait("q", job_id, timeout=30)
+
+        return waiter
+
+    waiters = [_later(wait_for(i)) for i in ids]
+    with work(alkstore_store, "q", lambda job, ctx: job.data * 10, concurrency=2, **FAST):
+        for waiter in waiters:
+            waiter.join()
+    assert {i: results[i].output for i in ids} == {i: n * 10 for n, i in enumerate(ids)}
+
+
+@pytest.mark.requires("listen_notify")
+def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch):
+    if alkstore_store._store._results is None:
+        pytest.skip("this store has no connection to listen on (PGlite's one shared session)")
+    if alkstore_store.driver == "pg8000":
+        pytest.skip("pg8000 cannot wait for notifications: its waits read again")
+    # Reads again only after a minute: the wait can end in time only by its notification.
+    monkeypatch.setattr(waiting_module, "POLL_FIRST", 60.0)
+    monkeypatch.setattr(waiting_module, "POLL_MAX_NOTIFIED", 60.0)
+    paused = threading.Event()
+    outcome = waiting_module.Waiting.outcome
+
+    def noted(self, job):
+        found = outcome(self, job)
+        if not isinstance(found, Job) and self.listened is not None:
+            paused.set()  # the listener listens and this read marked the job
+        return found
+
+    monkeypatch.setattr(waiting_module.Waiting, "outcome", noted)
+    alkstore_store.create_queue("q")
+    job_id = alkstore_store.send("q", 1)
+    job = _active(alkstore_store, "q")
+
+    def complete_once_paused():
+        assert paused.wait(30)
+        alkstore_store.complete("q", job, "woken")
+
+    thread = _later(complete_once_paused)
+    assert alkstore_store.wait("q", job_id, timeout=30).output == "woken"
+    thread.join()
