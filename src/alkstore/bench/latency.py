@@ -410,10 +410,15 @@ def _wait_sync(
             sender.wait(QUEUE, job_id, timeout=timeout)
             waits.append(time.perf_counter() - began)  # list.append is atomic
 
-        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
         with (
             ThreadPoolExecutor(WAITERS, thread_name_prefix="bench-wait") as pool,
-            store.work(QUEUE, _result, concurrency=batch, **options),
+            store.work(
+                QUEUE,
+                _result,
+                concurrency=batch,
+                poll_interval=WORK_POLL_INTERVAL,
+                maintenance=False,
+            ),
         ):
             sends = paced_sync(
                 total,
@@ -446,8 +451,13 @@ async def _wait_async(
             job_id = await sender.send(QUEUE, _sent(began))
             pending.add(asyncio.ensure_future(waited(began, job_id)))
 
-        options = {"poll_interval": WORK_POLL_INTERVAL, "maintenance": False}
-        async with await store.work(QUEUE, _async_result, concurrency=batch, **options):
+        async with await store.work(
+            QUEUE,
+            _async_result,
+            concurrency=batch,
+            poll_interval=WORK_POLL_INTERVAL,
+            maintenance=False,
+        ):
             sends = await paced_async(total, rate, send)
             await asyncio.gather(*pending)
     return waits, sends
