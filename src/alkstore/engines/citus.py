@@ -63,9 +63,10 @@ class CitusEngine(PostgresEngine):
         # Citus hides its shard tables from pg_class behind a per-row visibility check on the
         # coordinator; asyncpg's type introspection query then took 14-67 s on a fresh
         # connection once a few dozen schemas existed (docs/engines.md). alkstore never
-        # names a shard, so its own sessions skip the check; a no-op where it is absent.
-        "SELECT set_config(name, 'off', false) FROM pg_settings "
-        "WHERE name = 'citus.override_table_visibility'",
+        # names a shard, so its own sessions skip the check; a no-op where it is absent
+        # (a setting Citus hides from pg_settings, hence current_setting's missing_ok).
+        "SELECT set_config('citus.override_table_visibility', 'off', false) "
+        "WHERE current_setting('citus.override_table_visibility', true) IS NOT NULL",
     )
 
     @classmethod
