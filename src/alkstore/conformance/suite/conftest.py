@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import settings
 
+from alkstore.conformance.harness import skip_reason
+
 T = TypeVar("T")
 
 
@@ -32,8 +34,11 @@ def examples(full: int) -> int:
 
 def make_queue(store: Any, name: str, partition: bool, **options: Any) -> None:
     """Create ``name`` (a partition of its own only where the engine has them: elsewhere the
-    case is skipped, its shared-table twin covers the engine)."""
-    caps = store.engine.capabilities
-    if partition and not (caps.table_partitioning and caps.plpgsql):
-        pytest.skip(f"{store.engine.name} has no partitions: the shared table is covered")
+    case is skipped, naming the engine's gap, and its shared-table twin covers the engine)."""
+    if partition:
+        why = skip_reason(
+            store.engine.name, ("table_partitioning", "plpgsql"), store.engine.capabilities
+        )
+        if why is not None:
+            pytest.skip(f"{why}; the shared-table twin of this case runs")
     store.create_queue(name, partition=partition, **options)

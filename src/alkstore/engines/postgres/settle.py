@@ -5,7 +5,6 @@ The states each operation accepts come from the core's transition table
 
 from __future__ import annotations
 
-import functools
 import uuid
 from typing import Any
 
@@ -30,23 +29,59 @@ from .sql import (
 )
 
 
-def complete_update(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
-    """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
-    ``$targets_at``; with ``include_queued``, queued jobs are completed as well as active
-    ones (by bare id: a ``Job`` still completes only its own, active attempt). Returns the
-    ``name``, ``id`` and ``flow_parent`` (true when flow jobs wait for it) of each completed
-    job."""
-    where = targeted_state(Operation.COMPLETE)
+def _completable(include_queued: bool) -> str:
+    """The state check of a completion's target ``j`` (joined to its target ``t``)."""
     if include_queued:
-        where = (
+        return (
             f"j.state IN {in_list(ACTIVE | QUEUED)} "
             "AND (t.retry_count IS NULL OR j.state = 'active')"
         )
+    return targeted_state(Operation.COMPLETE)
+
+
+def complete_update(
+    s: str, targets_at: int, output: str, *, include_queued: bool = False, unless: str = ""
+) -> str:
+    """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
+    ``$targets_at``; with ``include_queued``, queued jobs are completed as well as active
+    ones (by bare id: a ``Job`` still completes only its own, active attempt); ``unless``, a
+    condition on the rest of the statement, makes it complete nothing. Returns the
+    ``name``, ``id`` and ``flow_parent`` (true when flow jobs wait for it) of each completed
+    job."""
+    where = _completable(include_queued)
+    if unless:
+        where += f" AND NOT ({unless})"
     return f"""UPDATE {s}.job j SET state = 'completed', completed_on = now(),
             output = {output}::text::jsonb
         FROM {targets_sql(targets_at)}
         WHERE j.name = $1 AND {where} AND {fence()}
         RETURNING j.name, j.id, j.flow_parent"""
+
+
+def unflowed_complete_ctes(
+    s: str, targets_at: int, output: str, *, include_queued: bool = False
+) -> str:
+    """The CTEs of a completion that pays nothing for flows (for ``WITH {...}, ...``):
+    ``flow_parents``, the targets it would complete that flow jobs wait for, and ``done``,
+    the completion (:func:`complete_update`) of all the targets, or of none when there is
+    such a parent: then the caller completes them with :func:`complete_ctes` instead, one
+    statement either way.
+
+    Both read and change only the rows of queue ``$1`` by primary key: on sharded Citus the
+    statement goes to the queue's one shard and writes no table of the flows (the release
+    writes ``job_blocked``, a reference table, whose lock on every node serialised all
+    completions of the cluster)."""
+    where = _completable(include_queued)
+    parents = f"""SELECT j.id FROM {s}.job j, {targets_sql(targets_at)}
+        WHERE j.name = $1 AND j.flow_parent AND {where} AND {fence()}"""
+    done = complete_update(
+        s,
+        targets_at,
+        output,
+        include_queued=include_queued,
+        unless="EXISTS (SELECT 1 FROM flow_parents)",
+    )
+    return f"flow_parents AS ({parents}), done AS ({done})"
 
 
 def complete_ctes(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
@@ -115,26 +150,43 @@ class SettleMixin(EngineBase):
         ctes = complete_ctes(self.s, 2, "$4", include_queued=include_queued)
         return f"WITH {ctes} SELECT count(*) AS n FROM done"
 
-    @functools.cached_property
-    def _complete_sql(self) -> str:
-        return self._completing(include_queued=False)
-
-    @functools.cached_property
-    def _complete_queued_sql(self) -> str:
-        return self._completing(include_queued=True)
+    def _unflowed_completing(self, include_queued: bool) -> str:
+        ctes = unflowed_complete_ctes(self.s, 2, "$4", include_queued=include_queued)
+        return f"""WITH {ctes} SELECT count(*) AS n,
+            (SELECT count(*) FROM flow_parents) AS flow_parents FROM done"""
 
     def complete(
         self, queue: str, targets: Targets, output_json: str | None, include_queued: bool = False
     ) -> Plan[int]:
-        """active (and with ``include_queued``, queued) -> completed, storing ``output``."""
+        """active (and with ``include_queued``, queued) -> completed, storing ``output``.
+
+        First the completion that pays nothing for flows (:func:`unflowed_complete_ctes`);
+        only when a target is a flow parent, which that statement then left alone, the
+        completion that also releases the flow jobs (:meth:`flow_complete`)."""
         params = (queue, *target_params(targets), output_json)
+        sql = self.built_once(
+            ("complete", include_queued), lambda: self._unflowed_completing(include_queued)
+        )
+
+        def steps() -> Steps[int]:
+            rows = yield Statement(sql, params)
+            if as_int(rows[0]["flow_parents"]):
+                return (yield from self.flow_complete(params, include_queued))
+            return as_int(rows[0]["n"])
+
+        return self._plan("complete", steps)
+
+    def flow_complete(self, params: tuple[Any, ...], include_queued: bool) -> Steps[int]:
+        """The steps of a completion (``params``: queue, ids, retry counts, output) that also
+        releases the flow jobs whose last parent it completed: one statement, or where a
+        statement may change the job table only once, :meth:`_complete_steps`."""
         if not self.capabilities.multi_mutation_cte:
-            return self._plan(
-                "complete",
-                lambda: self._complete_steps(params, include_queued),
-            )
-        sql = self._complete_queued_sql if include_queued else self._complete_sql
-        return self._single("complete", sql, params, count_of)
+            return (yield from self._complete_steps(params, include_queued))
+        sql = self.built_once(
+            ("flow-complete", include_queued), lambda: self._completing(include_queued)
+        )
+        rows = yield Statement(sql, params)
+        return count_of(rows)
 
     def _complete_steps(self, params: tuple[Any, ...], include_queued: bool) -> Steps[int]:
         """``complete`` where a statement may change the job table only once: the completion
