@@ -108,9 +108,17 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
         expect(page.locator("tbody tr")).to_have_count(1)
         expect(page.locator("tbody tr a.mono")).to_have_text(str(jobs.failed))
 
-        # A failed job: its error with the stack; Retry makes it ready to run again.
+        # A failed job: its error with the stack, and its attempt history (one failed
+        # attempt, its stack folded); Retry makes it ready to run again.
         page.locator("tbody tr a.mono").click()
-        expect(page.locator("pre.stack")).to_contain_text("SMTPError: 550 mailbox unavailable")
+        expect(page.locator("pre.stack").first).to_contain_text(
+            "SMTPError: 550 mailbox unavailable"
+        )
+        history = page.locator("details pre.stack")
+        expect(history).to_have_count(1)
+        expect(history).not_to_be_visible()
+        page.get_by_text("stack", exact=True).click()
+        expect(history).to_contain_text("SMTPError: 550 mailbox unavailable")
         shot(page, "job-failed")
         expect(page.get_by_role("button", name="Cancel")).to_have_count(0)  # not failed jobs
         page.get_by_role("button", name="Retry").click()
