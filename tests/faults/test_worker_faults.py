@@ -1,0 +1,232 @@
+"""The worker runtime under faults (issue 29): a settle that meets a dead or refused
+connection is retried, so no handler runs twice after it returned; a dead fetch connection
+is replaced at once, not at the next poll; a late handler's result stays fenced."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import pytest
+from faultkit import terminate_store_backends, wait_for
+from proxy import FaultProxy
+
+import alkstore
+from alkstore import ConnectionFailed, ConnectionLost, JobState
+from alkstore.conformance.cluster import TempCluster
+from alkstore.worker import WorkerEvent
+
+FACES = ("psycopg", "psycopg-async", "asyncpg", "pg8000")
+"""A driver variant each: the thread shell (sync drivers) and the task shell (async)."""
+OUTAGE = 0.3
+"""Seconds the server refuses connections after the handler returned."""
+
+
+def _schema() -> str:
+    return f"w_{uuid.uuid4().hex[:12]}"
+
+
+def _driver(face: str) -> str:
+    return "psycopg" if face == "psycopg-async" else face
+
+
+def _run_worker(
+    dsn: str,
+    face: str,
+    handler: Callable[[Any], Any],
+    check: Callable[[Any, Any], None],
+    sent: list[uuid.UUID] | None = None,
+    **work: Any,
+) -> list[WorkerEvent]:
+    """Open a store on ``face``, create queue ``q`` (expiring after 4 s), send ten jobs first
+    when ``sent`` is given (their ids go there), start a worker with ``handler`` and call
+    ``check(store, worker)`` (in a thread for the async face: it may block); the worker's
+    events."""
+    events: list[WorkerEvent] = []
+    work = {"on_event": events.append, "maintenance_interval": 0.2, **work}
+    schema = _schema()
+    if face in ("psycopg", "pg8000"):
+        store = alkstore.connect(dsn, driver=face, schema=schema)
+        try:
+            store.create_queue("q", expire_seconds=4)
+            if sent is not None:
+                sent.extend(store.send("q", {"n": n}) for n in range(10))
+            with store.work("q", handler, **work) as worker:
+                check(store, worker)
+        finally:
+            store.close()
+        return events
+
+    async def main() -> None:
+        async with alkstore.connect_async(dsn, driver=_driver(face), schema=schema) as store:
+            await store.create_queue("q", expire_seconds=4)
+            if sent is not None:
+                sent.extend([await store.send("q", {"n": n}) for n in range(10)])
+            async with await store.work("q", handler, **work) as worker:
+                await asyncio.to_thread(check, _SyncView(store, asyncio.get_running_loop()), worker)
+
+    asyncio.run(main())
+    return events
+
+
+class _SyncView:
+    """An async store's calls, run on its loop from another thread."""
+
+    def __init__(self, store: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._store = store
+        self._loop = loop
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._store, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            future = asyncio.run_coroutine_threadsafe(method(*args, **kwargs), self._loop)
+            return future.result(timeout=30)
+
+        return call
+
+
+def _state(store: Any, job_id: uuid.UUID) -> JobState | None:
+    """The job's state; None when the read itself met the fault."""
+    try:
+        job = store.get_job("q", job_id)
+    except (ConnectionFailed, ConnectionLost):
+        return None
+    assert job is not None
+    state: JobState = job.state
+    return state
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_settle_refused_by_a_server_that_is_down_is_retried(
+    fault_cluster: TempCluster, face: str
+) -> None:
+    """The handler returns, then the server refuses every connection for a moment: the
+    completion is retried until it lands; the handler never runs again."""
+    with FaultProxy("127.0.0.1", fault_cluster.port) as proxy:
+        returned: list[uuid.UUID] = []
+
+        def handler(job: Any) -> None:
+            if not returned:
+                proxy.refuse()
+                threading.Timer(OUTAGE, proxy.admit).start()
+            returned.append(job.id)  # the handler's last act: it has returned
+
+        def check(store: Any, worker: Any) -> None:
+            job_id = store.send("q", {"n": 1})
+            wait_for(lambda: _state(store, job_id) is JobState.COMPLETED, "the completion", 12)
+            assert returned == [job_id]
+            assert worker.settle_retries >= 1
+
+        events = _run_worker(proxy.dsn(fault_cluster.dsn), face, handler, check)
+    assert any(e.kind == "settle_retry" for e in events)
+    assert not [e for e in events if e.kind == "settle_error"]
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_settles_cut_by_a_terminate_storm_never_rerun_a_returned_handler(
+    fault_cluster: TempCluster, admin: psycopg.Connection[Any], face: str
+) -> None:
+    """Every handler call terminates the store's backends as it returns (its completion and
+    the next claim meet dead connections): every job completes once, no handler that returned
+    runs again."""
+    with FaultProxy("127.0.0.1", fault_cluster.port) as proxy:
+        returned: list[uuid.UUID] = []
+        lock = threading.Lock()
+        ids: list[uuid.UUID] = []
+
+        def handler(job: Any) -> None:
+            with lock:
+                proxy.cut()
+                returned.append(job.id)
+
+        def check(store: Any, worker: Any) -> None:
+            wait_for(
+                lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
+                "every completion",
+                20,
+            )
+            assert sorted(returned) == sorted(ids)  # each handler returned once
+
+        dsn = proxy.dsn(fault_cluster.dsn)
+        events = _run_worker(dsn, face, handler, check, ids, concurrency=2)
+    assert any(e.kind == "settle_retry" for e in events)
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_dead_fetch_connection_is_replaced_before_the_next_poll(
+    fault_cluster: TempCluster, admin: psycopg.Connection[Any], face: str
+) -> None:
+    """poll_interval=60: after every connection of the store was terminated, a job sent
+    (which wakes the worker) runs within seconds, not at the next poll."""
+    done: list[uuid.UUID] = []
+
+    def check(store: Any, worker: Any) -> None:
+        first = store.send("q", {"n": 0})
+        wait_for(lambda: first in done, "the first job")
+        terminate_store_backends(admin)
+        second = store.send("q", {"n": 1})
+        wait_for(lambda: second in done, "the job sent after the terminations", 10)
+
+    _run_worker(fault_cluster.dsn, face, lambda job: done.append(job.id), check, poll_interval=60)
+
+
+@pytest.mark.parametrize("face", ("psycopg", "asyncpg"))
+def test_a_handler_that_outlives_stop_is_dropped_quietly(
+    fault_cluster: TempCluster, face: str
+) -> None:
+    """stop(0.2) fails the job of a handler that ignores ctx.cancelled as WorkerStopped; when
+    it returns later (its store closed) nothing is settled or reported as an error."""
+    release = threading.Event()
+    started = threading.Event()
+    events: list[WorkerEvent] = []
+    finished = threading.Event()
+
+    def handler(job: Any) -> None:
+        started.set()
+        release.wait(20)
+        finished.set()
+
+    async def slow(job: Any) -> None:
+        started.set()
+        await asyncio.to_thread(release.wait, 20)  # deaf to cancellation: a thread
+        finished.set()
+
+    schema = _schema()
+    if face == "psycopg":
+        store = alkstore.connect(fault_cluster.dsn, schema=schema)
+        store.create_queue("q")
+        job_id = store.send("q", {})
+        worker = store.work("q", handler, on_event=events.append)
+        wait_for(started.is_set, "the handler to start")
+        worker.stop(0.2)
+        store.close()
+        release.set()
+        wait_for(finished.is_set, "the handler to return")
+        time.sleep(0)  # the settle, if any, runs in the handler's thread right after
+        wait_for(lambda: any(e.kind == "late_return" for e in events), "the late return")
+        with alkstore.connect(fault_cluster.dsn, schema=schema) as reader:
+            job = reader.get_job("q", job_id)
+    else:
+
+        async def main() -> Any:
+            async with alkstore.connect_async(
+                fault_cluster.dsn, driver="asyncpg", schema=schema
+            ) as store:
+                await store.create_queue("q")
+                job_id = await store.send("q", {})
+                worker = await store.work("q", slow, on_event=events.append)
+                await asyncio.to_thread(wait_for, started.is_set, "the handler to start")
+                await worker.stop(0.2)
+                return await store.get_job("q", job_id)
+
+        job = asyncio.run(main())
+        release.set()
+    assert job is not None and job.state is JobState.RETRY
+    assert job.output["name"] == "WorkerStopped"
+    assert not [e for e in events if e.kind in ("settle_error", "handler_failed")]
