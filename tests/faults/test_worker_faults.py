@@ -5,10 +5,15 @@ is replaced at once, not at the next poll; a late handler's result stays fenced.
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -18,6 +23,7 @@ from proxy import FaultProxy
 
 import alkstore
 from alkstore import ConnectionFailed, ConnectionLost, JobState
+from alkstore.cli.worker import FORCED
 from alkstore.conformance.cluster import TempCluster
 from alkstore.worker import WorkerEvent
 
@@ -230,3 +236,48 @@ def test_a_handler_that_outlives_stop_is_dropped_quietly(
     assert job is not None and job.state is JobState.RETRY
     assert job.output["name"] == "WorkerStopped"
     assert not [e for e in events if e.kind in ("settle_error", "handler_failed")]
+
+
+DEAF = """
+import time
+
+def handle(job):
+    print("started", flush=True)
+    time.sleep(30)  # deaf to ctx.cancelled
+"""
+
+
+def test_the_cli_exits_at_its_stop_timeout_with_a_deaf_handler(
+    fault_cluster: TempCluster, tmp_path: Path
+) -> None:
+    """SIGTERM with ``--stop-timeout 1`` while a sync handler sleeps 30 s ignoring
+    cancellation: the process ends within seconds with :data:`FORCED`, its job failed as
+    WorkerStopped (it retries), and no ERROR is logged."""
+    (tmp_path / "deaf_handlers.py").write_text(DEAF)
+    schema = _schema()
+    with alkstore.connect(fault_cluster.dsn, schema=schema) as store:
+        store.create_queue("q")
+        job_id = store.send("q", {})
+        command = [
+            *(sys.executable, "-m", "alkstore.cli", "worker", "deaf_handlers:handle"),
+            *("--queue", "q", "--dsn", fault_cluster.dsn, "--schema", schema),
+            *("--stop-timeout", "1", "--poll-interval", "0.05"),
+        ]
+        env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+        proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "started"
+            proc.send_signal(signal.SIGTERM)
+            _, stderr = proc.communicate(timeout=15)  # the handler alone would take 30 s
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        assert proc.returncode == FORCED, stderr
+        assert " ERROR " not in stderr and "pool is closed" not in stderr, stderr
+        job = store.get_job("q", job_id)
+        assert job is not None and job.state is JobState.RETRY
+        assert job.output["name"] == "WorkerStopped"
