@@ -44,7 +44,7 @@ import pg8000.native
 from ..core.errors import DeadlineExceeded, UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
 from .base import SET_CONFIG, DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
-from .common import dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
+from .common import check_port, dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
 from .deadline import WATCHDOG
 from .pool import SyncPool, quiet
 
@@ -298,6 +298,7 @@ class Pg8000Driver:
 
         pg8000 connections run each statement in its own transaction unless one is open.
         """
+        check_port(dsn)
         try:
             params = parse_dsn(dsn)
         except ValueError as exc:

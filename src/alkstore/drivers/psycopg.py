@@ -48,7 +48,7 @@ from .base import (
     SyncSession,
     SyncSource,
 )
-from .common import listen_sql, set_isolation_sql, wait_timeout
+from .common import check_port, listen_sql, set_isolation_sql, wait_timeout
 from .deadline import WATCHDOG, Armed
 from .pool import AsyncPool, SyncPool, quiet
 
@@ -381,6 +381,7 @@ class PsycopgSyncDriver:
 
     def open(self, dsn: str, settings: DriverSettings) -> SyncSource:
         """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
+        check_port(dsn)
         kwargs = _connect_kwargs(settings)
 
         def connect() -> SyncConnection:
@@ -578,6 +579,7 @@ class PsycopgAsyncDriver:
 
     async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
         """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
+        check_port(dsn)
         kwargs = _connect_kwargs(settings)
 
         async def connect() -> AsyncConnection:
