@@ -103,3 +103,35 @@ def test_no_password_in_any_message(dsn: str, driver: str) -> None:
 async def _open_async(dsn: str, driver: str) -> None:
     store = await connect_async(dsn, driver=driver, connect_timeout=2)
     await store.close()
+
+
+EXTREMES = [
+    dt.datetime(9999, 12, 31, tzinfo=dt.UTC),
+    dt.datetime(1, 1, 1, tzinfo=dt.UTC),
+    dt.datetime.max.replace(tzinfo=dt.UTC),
+    dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+]
+"""Absolute times no driver round-trips with retention added (year 9999), or asyncpg stores
+as ``-infinity`` (year 1), issue 29 item 2."""
+
+
+@pytest.mark.parametrize("moment", EXTREMES, ids=str)
+@pytest.mark.parametrize("variant", ["psycopg", "psycopg-async", "asyncpg", "pg8000"])
+def test_an_absolute_time_out_of_range_is_refused(
+    fault_cluster: TempCluster, moment: dt.datetime, variant: str
+) -> None:
+    store = open_store(fault_cluster.dsn, variant, f"v_{uuid.uuid4().hex[:12]}")
+    try:
+        store.create_queue("q")
+        with pytest.raises(InvalidOptions) as info:
+            store.send("q", {}, start_after=moment)
+        assert info.value.field == "start_after"
+        # Nothing was written, and every read still works.
+        assert store.list_jobs("q") == []
+        assert store.queue_stats("q").total == 0
+        edge = dt.datetime(9900, 1, 1, tzinfo=dt.UTC)
+        job_id = store.send("q", {}, start_after=edge)
+        assert [j.id for j in store.list_jobs("q")] == [job_id]
+        assert store.queue_stats("q").queued == 1
+    finally:
+        store.close()
