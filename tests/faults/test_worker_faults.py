@@ -49,7 +49,7 @@ def _run_worker(
     sent: list[uuid.UUID] | None = None,
     **work: Any,
 ) -> list[WorkerEvent]:
-    """Open a store on ``face``, create queue ``q`` (expiring after 4 s), send ten jobs first
+    """Open a store on ``face``, create queue ``q`` (expiring after 8 s), send ten jobs first
     when ``sent`` is given (their ids go there), start a worker with ``handler`` and call
     ``check(store, worker)`` (in a thread for the async face: it may block); the worker's
     events."""
@@ -59,7 +59,7 @@ def _run_worker(
     if face in ("psycopg", "pg8000"):
         store = alkstore.connect(dsn, driver=face, schema=schema)
         try:
-            store.create_queue("q", expire_seconds=4)
+            store.create_queue("q", expire_seconds=8)
             if sent is not None:
                 sent.extend(store.send("q", {"n": n}) for n in range(10))
             with store.work("q", handler, **work) as worker:
@@ -70,7 +70,7 @@ def _run_worker(
 
     async def main() -> None:
         async with alkstore.connect_async(dsn, driver=_driver(face), schema=schema) as store:
-            await store.create_queue("q", expire_seconds=4)
+            await store.create_queue("q", expire_seconds=8)
             if sent is not None:
                 sent.extend([await store.send("q", {"n": n}) for n in range(10)])
             async with await store.work("q", handler, **work) as worker:

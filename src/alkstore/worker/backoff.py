@@ -10,11 +10,15 @@ from ..core.errors import ConnectionFailed, ConnectionLost
 
 RECONNECT_FIRST = 0.005
 """Seconds before the first retry of a failed fetch or listener connection."""
-SETTLE_FIRST = 0.02
+SETTLE_FIRST = 0.005
 """Seconds before the second retry of a settle (the first retry after a
-:class:`~alkstore.ConnectionFailed` is at once)."""
-SETTLE_RETRIES = 8
-"""Retries of one settle (complete, fail, heartbeat) before its jobs are left to expire."""
+:class:`~alkstore.ConnectionFailed` is at once): the first retries are cheap, as a server
+restart leaves every pooled connection dead and each may cost one."""
+SETTLE_PAUSE = 0.25
+"""Seconds, at most, between two retries of a settle."""
+SETTLE_RETRIES = 30
+"""Retries of one settle (complete, fail, heartbeat) before its jobs are left to expire
+(:data:`SETTLE_BUDGET` usually ends them first)."""
 SETTLE_BUDGET = 3.0
 """Seconds (at most; and at most a quarter of the shortest ``expire_seconds`` of the jobs)
 the retries of one settle may take: they end well before the jobs expire and run again."""
@@ -38,7 +42,7 @@ def settle_pause(exc: BaseException, attempt: int) -> float | None:
         return None
     if attempt == 0 and isinstance(exc, ConnectionFailed):
         return 0.0
-    return jittered(attempt, SETTLE_FIRST, SETTLE_BUDGET)
+    return jittered(attempt, SETTLE_FIRST, SETTLE_PAUSE)
 
 
 __all__ = ["jittered", "settle_pause"]

@@ -232,7 +232,7 @@ class WorkerCore(Generic[C]):
         self, what: str, jobs: list[Job], exc: Exception, attempt: int, began: float
     ) -> float | None:
         """Seconds to wait before running the settle ``what`` of ``jobs`` again after its
-        run ``attempt`` (0-based, the first began at ``began``) failed with ``exc``; None when
+        run ``attempt`` (0-based; the first failed at ``began``) failed with ``exc``; None when
         the failure stands: no connection fault, or the retries are spent (their time is
         bounded well inside the jobs' expiry, :mod:`.backoff`)."""
         pause = settle_pause(exc, attempt)

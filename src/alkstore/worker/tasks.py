@@ -207,12 +207,13 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
 
     async def _retrying(self, what: str, jobs: list[Job], run: Callable[[], Awaitable[T]]) -> T:
         """``await run()``, run again after a connection fault (:meth:`_settle_retry`)."""
-        began = time.monotonic()
+        began = 0.0
         attempt = 0
         while True:
             try:
                 return await run()
             except Exception as exc:
+                began = began or time.monotonic()
                 pause = self._settle_retry(what, jobs, exc, attempt, began)
                 if pause is None:
                     raise

@@ -185,12 +185,13 @@ class Worker(WorkerCore[JobContext]):
 
     def _retrying(self, what: str, jobs: list[Job], run: Callable[[], T]) -> T:
         """``run()``, run again after a connection fault (:meth:`_settle_retry`)."""
-        began = time.monotonic()
+        began = 0.0
         attempt = 0
         while True:
             try:
                 return run()
             except Exception as exc:
+                began = began or time.monotonic()
                 pause = self._settle_retry(what, jobs, exc, attempt, began)
                 if pause is None:
                     raise
