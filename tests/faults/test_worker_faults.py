@@ -29,8 +29,6 @@ from alkstore.worker import WorkerEvent
 
 FACES = ("psycopg", "psycopg-async", "asyncpg", "pg8000")
 """A driver variant each: the thread shell (sync drivers) and the task shell (async)."""
-OUTAGE = 0.3
-"""Seconds the server refuses connections after the handler returned."""
 
 
 def _schema() -> str:
@@ -112,24 +110,30 @@ def _state(store: Any, job_id: uuid.UUID) -> JobState | None:
 def test_a_settle_refused_by_a_server_that_is_down_is_retried(
     fault_cluster: TempCluster, face: str
 ) -> None:
-    """The handler returns, then the server refuses every connection for a moment: the
-    completion is retried until it lands; the handler never runs again."""
+    """The handler returns, then the server refuses every connection until the worker saw
+    its settle fail: the completion is retried until it lands; the handler never runs
+    again."""
     with FaultProxy("127.0.0.1", fault_cluster.port) as proxy:
         returned: list[uuid.UUID] = []
+        events: list[WorkerEvent] = []
 
         def handler(job: Any) -> None:
             if not returned:
                 proxy.refuse()
-                threading.Timer(OUTAGE, proxy.admit).start()
             returned.append(job.id)  # the handler's last act: it has returned
+
+        def on_event(event: WorkerEvent) -> None:
+            events.append(event)
+            if event.kind in ("settle_retry", "settle_error"):
+                proxy.admit()  # the server is back once the settle met it down
 
         def check(store: Any, worker: Any) -> None:
             job_id = store.send("q", {"n": 1})
-            wait_for(lambda: _state(store, job_id) is JobState.COMPLETED, "the completion", 12)
+            wait_for(lambda: _state(store, job_id) is JobState.COMPLETED, "the completion", 15)
             assert returned == [job_id]
             assert worker.settle_retries >= 1
 
-        events = _run_worker(proxy.dsn(fault_cluster.dsn), face, handler, check)
+        _run_worker(proxy.dsn(fault_cluster.dsn), face, handler, check, on_event=on_event)
     assert any(e.kind == "settle_retry" for e in events)
     assert not [e for e in events if e.kind == "settle_error"]
 
