@@ -33,7 +33,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pg8000.converters
@@ -94,14 +94,24 @@ def _array_literal(values: list[Any]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+_LATEST = datetime.max.replace(tzinfo=UTC)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
 def _timestamptz_in(text: str) -> Any:
     """A ``timestamptz``'s text as a datetime, by ``datetime.fromisoformat`` (pg8000's own
     goes through ``strptime``: a third of a batch fetch's client time in issue 17's
-    profile); what it cannot read (infinity, years beyond 9999 or BC) as pg8000 would."""
+    profile); what Python cannot hold (infinity, years beyond 9999; -infinity, BC) as the
+    latest or earliest datetime in UTC, as the psycopg driver reads them."""
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        return pg8000.converters.timestamptz_in(text)
+        pass
+    if text.startswith("-") or text.endswith(" BC"):
+        return _EARLIEST
+    if text == "infinity" or text.split("-", 1)[0].isdigit():
+        return _LATEST  # a year of five digits or more
+    return pg8000.converters.timestamptz_in(text)
 
 
 def _params(params: tuple[Any, ...]) -> tuple[Any, ...]:
