@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +45,20 @@ def _run_worker(
     handler: Callable[[Any], Any],
     check: Callable[[Any, Any], None],
     sent: list[uuid.UUID] | None = None,
+    expire: int = 8,
     **work: Any,
 ) -> list[WorkerEvent]:
-    """Open a store on ``face``, create queue ``q`` (expiring after 8 s), send ten jobs first
-    when ``sent`` is given (their ids go there), start a worker with ``handler`` and call
-    ``check(store, worker)`` (in a thread for the async face: it may block); the worker's
-    events."""
+    """Open a store on ``face``, create queue ``q`` (expiring after ``expire`` s), send ten
+    jobs first when ``sent`` is given (their ids go there), start a worker with ``handler``
+    and call ``check(store, worker)`` (in a thread for the async face: it may block); the
+    worker's events."""
     events: list[WorkerEvent] = []
     work = {"on_event": events.append, "maintenance_interval": 0.2, **work}
     schema = _schema()
     if face in ("psycopg", "pg8000"):
         store = alkstore.connect(dsn, driver=face, schema=schema)
         try:
-            store.create_queue("q", expire_seconds=8)
+            store.create_queue("q", expire_seconds=expire)
             if sent is not None:
                 sent.extend(store.send("q", {"n": n}) for n in range(10))
             with store.work("q", handler, **work) as worker:
@@ -68,7 +69,7 @@ def _run_worker(
 
     async def main() -> None:
         async with alkstore.connect_async(dsn, driver=_driver(face), schema=schema) as store:
-            await store.create_queue("q", expire_seconds=8)
+            await store.create_queue("q", expire_seconds=expire)
             if sent is not None:
                 sent.extend([await store.send("q", {"n": n}) for n in range(10)])
             async with await store.work("q", handler, **work) as worker:
@@ -166,6 +167,56 @@ def test_settles_cut_by_a_terminate_storm_never_rerun_a_returned_handler(
         dsn = proxy.dsn(fault_cluster.dsn)
         events = _run_worker(dsn, face, handler, check, ids, concurrency=2)
     assert any(e.kind == "settle_retry" for e in events)
+
+
+@pytest.fixture(scope="module")
+def restart_cluster() -> Iterator[TempCluster]:
+    """A cluster of its own, restarted by the tests (durable commits, as in the matrix)."""
+    with TempCluster(max_connections=100, settings={"synchronous_commit": "on"}) as cluster:
+        yield cluster
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_restart_immediate_as_handlers_return_reruns_none(
+    restart_cluster: TempCluster, face: str
+) -> None:
+    """The fifth handler call restarts the server (``-m immediate``) as it returns: every job
+    completes, none whose handler returned runs again; the settles met the restart and were
+    retried (their count is in the worker's settle_retries)."""
+    returned: list[uuid.UUID] = []
+    ids: list[uuid.UUID] = []
+    lock = threading.Lock()
+    restarts: list[threading.Thread] = []
+
+    def handler(job: Any) -> None:
+        with lock:
+            if len(returned) == 4:
+                restarts.append(threading.Thread(target=restart_cluster.restart_immediate))
+                restarts[0].start()
+                wait_for(lambda: not _accepting(restart_cluster.dsn), "the server to go down")
+            returned.append(job.id)
+
+    def check(store: Any, worker: Any) -> None:
+        wait_for(
+            lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
+            "every completion",
+            40,
+        )
+        assert sorted(returned) == sorted(ids)  # each handler returned once
+        assert worker.settle_retries >= 1
+
+    events = _run_worker(restart_cluster.dsn, face, handler, check, ids, expire=60, concurrency=2)
+    for thread in restarts:
+        thread.join(30)
+    assert not [e for e in events if e.kind == "settle_error"]
+
+
+def _accepting(dsn: str) -> bool:
+    try:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    except psycopg.OperationalError:
+        return False
+    return True
 
 
 @pytest.mark.parametrize("face", FACES)

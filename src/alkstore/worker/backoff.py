@@ -16,12 +16,13 @@ SETTLE_FIRST = 0.005
 restart leaves every pooled connection dead and each may cost one."""
 SETTLE_PAUSE = 0.25
 """Seconds, at most, between two retries of a settle."""
-SETTLE_RETRIES = 30
+SETTLE_RETRIES = 60
 """Retries of one settle (complete, fail, heartbeat) before its jobs are left to expire
 (:data:`SETTLE_BUDGET` usually ends them first)."""
-SETTLE_BUDGET = 3.0
+SETTLE_BUDGET = 10.0
 """Seconds (at most; and at most a quarter of the shortest ``expire_seconds`` of the jobs)
-the retries of one settle may take: they end well before the jobs expire and run again."""
+the retries of one settle may take: long enough for a server restart, and they end well
+before the jobs expire and run again."""
 
 
 def jittered(attempt: int, first: float, cap: float) -> float:
