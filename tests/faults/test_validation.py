@@ -8,6 +8,7 @@ import datetime as dt
 import uuid
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from faultkit import open_store
@@ -185,3 +186,34 @@ def test_a_planted_extreme_time_does_not_break_reads(
         assert store.queue_stats("q").total == 1
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "pg8000"])
+def test_the_cli_and_the_dashboard_show_a_row_with_extreme_times(
+    fault_cluster: TempCluster,
+    admin: psycopg.Connection[Any],
+    driver: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from alkstore.cli import main
+    from alkstore.dashboard import DashboardSettings
+    from dashboard_support import serve
+
+    schema = f"v_{uuid.uuid4().hex[:12]}"
+    with connect(fault_cluster.dsn, schema=schema) as store:
+        store.create_queue("q")
+        job_id = store.send("q", {})
+        admin.execute(
+            f"UPDATE {schema}.job SET start_after = '-infinity', keep_until = 'infinity', "
+            "created_on = '-infinity' WHERE id = %s",
+            (job_id,),
+        )
+        at = ["--dsn", fault_cluster.dsn, "--schema", schema, "--driver", driver]
+        for command in (["jobs", "q"], ["job", "q", str(job_id)], ["queue", "q"], ["stats"]):
+            for output in ([], ["--json"]):
+                assert main([*command, *at, *output]) == 0, capsys.readouterr().err
+        assert str(job_id) in capsys.readouterr().out
+        settings = DashboardSettings(dsn=fault_cluster.dsn, schema=schema)
+        with serve(settings) as url, httpx.Client(base_url=url) as client:
+            for page in ("/", "/queues/q", f"/queues/q/jobs/{job_id}"):
+                assert client.get(page).status_code == 200, page
