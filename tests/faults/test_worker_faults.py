@@ -336,3 +336,76 @@ def test_the_cli_exits_at_its_stop_timeout_with_a_deaf_handler(
         job = store.get_job("q", job_id)
         assert job is not None and job.state is JobState.RETRY
         assert job.output["name"] == "WorkerStopped"
+
+
+RECORDING = """
+import os
+import time
+
+def handle(job):
+    time.sleep(0.2)
+    with open(os.environ["RETURNED"], "a") as out:  # the handler's last act
+        out.write(f"{job.id} {os.getpid()}\\n")
+"""
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def test_kill_9_of_cli_workers_reruns_no_handler_of_a_live_worker(
+    fault_cluster: TempCluster, tmp_path: Path
+) -> None:
+    """Three ``alkstore worker`` processes drain 120 jobs while one is killed with SIGKILL
+    (and replaced) three times: nothing lost or stuck, and no job whose handler returned in
+    a process that was not killed runs again (a killed process's return may not have been
+    settled: that job rightly runs again)."""
+    (tmp_path / "recording_handlers.py").write_text(RECORDING)
+    returned = tmp_path / "returned.txt"
+    schema = _schema()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "RETURNED": str(returned)}
+    command = [
+        *(sys.executable, "-m", "alkstore.cli", "worker", "recording_handlers:handle"),
+        *("--queue", "q", "--dsn", fault_cluster.dsn, "--schema", schema),
+        *("--concurrency", "4", "--poll-interval", "0.2", "--stop-timeout", "5"),
+    ]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+
+    with alkstore.connect(fault_cluster.dsn, schema=schema) as store:
+        store.create_queue("q", expire_seconds=3)
+        ids = [store.send("q", {"n": n}) for n in range(120)]
+        procs = [start() for _ in range(3)]
+        killed: set[int] = set()
+        try:
+            for kill in range(3):
+                lines = 15 * (kill + 1)
+                wait_for(lambda n=lines: _lines(returned) >= n, f"{lines} returns", 30)
+                victim = procs.pop(0)
+                victim.kill()
+                assert _lines(returned) < len(ids)  # mid-drain
+                victim.wait(10)
+                killed.add(victim.pid)
+                procs.append(start())
+            wait_for(
+                lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
+                "every job to complete",
+                90,
+            )
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+            for proc in procs:
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(10)
+        runs: dict[uuid.UUID, list[int]] = {}
+        for line in returned.read_text().splitlines():
+            job, pid = line.split()
+            runs.setdefault(uuid.UUID(job), []).append(int(pid))
+        assert sorted(runs) == sorted(ids)  # nothing lost, each handler returned
+        reruns = [job for job, pids in runs.items() if len(pids) > 1 and pids[0] not in killed]
+        assert reruns == []
