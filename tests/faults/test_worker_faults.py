@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from faultkit import terminate_store_backends, wait_for
+from faultkit import record_worker_cell, terminate_store_backends, wait_for
 from proxy import FaultProxy
 
 import alkstore
@@ -27,6 +27,8 @@ from alkstore.cli.worker import FORCED
 from alkstore.conformance.cluster import TempCluster
 from alkstore.worker import WorkerEvent
 
+SCALE = int(os.environ.get("ALKSTORE_FAULT_SCALE", "1"))
+"""A longer local run multiplies the jobs of the storm, restart and kill -9 cells by this."""
 FACES = ("psycopg", "psycopg-async", "asyncpg", "pg8000")
 """A driver variant each: the thread shell (sync drivers) and the task shell (async)."""
 
@@ -49,9 +51,9 @@ def _run_worker(
     **work: Any,
 ) -> list[WorkerEvent]:
     """Open a store on ``face``, create queue ``q`` (expiring after ``expire`` s), send ten
-    jobs first when ``sent`` is given (their ids go there), start a worker with ``handler``
-    and call ``check(store, worker)`` (in a thread for the async face: it may block); the
-    worker's events."""
+    (times :data:`SCALE`) jobs first when ``sent`` is given (their ids go there), start a
+    worker with ``handler`` and call ``check(store, worker)`` (in a thread for the async
+    face: it may block); the worker's events."""
     events: list[WorkerEvent] = []
     work = {"on_event": events.append, "maintenance_interval": 0.2, **work}
     schema = _schema()
@@ -60,7 +62,7 @@ def _run_worker(
         try:
             store.create_queue("q", expire_seconds=expire)
             if sent is not None:
-                sent.extend(store.send("q", {"n": n}) for n in range(10))
+                sent.extend(store.send("q", {"n": n}) for n in range(10 * SCALE))
             with store.work("q", handler, **work) as worker:
                 check(store, worker)
         finally:
@@ -71,7 +73,7 @@ def _run_worker(
         async with alkstore.connect_async(dsn, driver=_driver(face), schema=schema) as store:
             await store.create_queue("q", expire_seconds=expire)
             if sent is not None:
-                sent.extend([await store.send("q", {"n": n}) for n in range(10)])
+                sent.extend([await store.send("q", {"n": n}) for n in range(10 * SCALE)])
             async with await store.work("q", handler, **work) as worker:
                 await asyncio.to_thread(check, _SyncView(store, asyncio.get_running_loop()), worker)
 
@@ -94,6 +96,17 @@ class _SyncView:
             return future.result(timeout=30)
 
         return call
+
+
+def _tally(store: Any, ids: list[uuid.UUID], returned: list[uuid.UUID]) -> dict[str, int]:
+    """Sent, completed, lost (not stored) and reruns (returns beyond one a job) of a cell."""
+    states = [_state(store, i) for i in ids]
+    return {
+        "sent": len(ids),
+        "completed": sum(state is JobState.COMPLETED for state in states),
+        "lost": sum(store.get_job("q", i) is None for i in ids),
+        "reruns": len(returned) - len(set(returned)),
+    }
 
 
 def _state(store: Any, job_id: uuid.UUID) -> JobState | None:
@@ -156,16 +169,22 @@ def test_settles_cut_by_a_terminate_storm_never_rerun_a_returned_handler(
                 proxy.cut()
                 returned.append(job.id)
 
+        tally: dict[str, int] = {}
+
         def check(store: Any, worker: Any) -> None:
             wait_for(
                 lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
                 "every completion",
                 20,
             )
-            assert sorted(returned) == sorted(ids)  # each handler returned once
+            tally.update(_tally(store, ids, returned), retried=worker.settle_retries)
 
+        started = time.monotonic()
         dsn = proxy.dsn(fault_cluster.dsn)
         events = _run_worker(dsn, face, handler, check, ids, concurrency=2)
+    seconds = time.monotonic() - started
+    record_worker_cell("work: cut as handlers return", face, tally, events, seconds)
+    assert sorted(returned) == sorted(ids)  # each handler returned once
     assert any(e.kind == "settle_retry" for e in events)
 
 
@@ -196,18 +215,24 @@ def test_a_restart_immediate_as_handlers_return_reruns_none(
                 wait_for(lambda: not _accepting(restart_cluster.dsn), "the server to go down")
             returned.append(job.id)
 
+    tally: dict[str, int] = {}
+
     def check(store: Any, worker: Any) -> None:
         wait_for(
             lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
             "every completion",
             40,
         )
-        assert sorted(returned) == sorted(ids)  # each handler returned once
-        assert worker.settle_retries >= 1
+        tally.update(_tally(store, ids, returned), retried=worker.settle_retries)
 
+    started = time.monotonic()
     events = _run_worker(restart_cluster.dsn, face, handler, check, ids, expire=60, concurrency=2)
     for thread in restarts:
         thread.join(30)
+    seconds = time.monotonic() - started
+    record_worker_cell("work: restart -m immediate", face, tally, events, seconds)
+    assert sorted(returned) == sorted(ids)  # each handler returned once
+    assert tally["retried"] >= 1
     assert not [e for e in events if e.kind == "settle_error"]
 
 
@@ -375,7 +400,8 @@ def test_kill_9_of_cli_workers_reruns_no_handler_of_a_live_worker(
 
     with alkstore.connect(fault_cluster.dsn, schema=schema) as store:
         store.create_queue("q", expire_seconds=3)
-        ids = [store.send("q", {"n": n}) for n in range(120)]
+        ids = [store.send("q", {"n": n}) for n in range(120 * SCALE)]
+        started = time.monotonic()
         procs = [start() for _ in range(3)]
         killed: set[int] = set()
         try:
@@ -406,6 +432,9 @@ def test_kill_9_of_cli_workers_reruns_no_handler_of_a_live_worker(
         for line in returned.read_text().splitlines():
             job, pid = line.split()
             runs.setdefault(uuid.UUID(job), []).append(int(pid))
-        assert sorted(runs) == sorted(ids)  # nothing lost, each handler returned
         reruns = [job for job, pids in runs.items() if len(pids) > 1 and pids[0] not in killed]
+        tally = {**_tally(store, ids, []), "reruns": len(reruns)}
+        seconds = time.monotonic() - started
+        record_worker_cell("alkstore worker: kill -9 x3", "psycopg", tally, [], seconds)
+        assert sorted(runs) == sorted(ids)  # nothing lost, each handler returned
         assert reruns == []
