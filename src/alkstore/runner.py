@@ -25,14 +25,18 @@ always chained.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import TypeVar
 
 from .core.errors import (
     AlkstoreError,
+    AuthenticationFailed,
     ConnectionFailed,
     ConnectionLost,
+    DatabaseNotFound,
     DeadlineExceeded,
+    PermissionDenied,
     StatementTimeout,
 )
 from .core.plans import (
@@ -61,6 +65,8 @@ MAX_RECONNECTS = 2
 """Times a plan is run again after its connection failed while nothing of it could have
 committed (a dead pooled connection, a server restart)."""
 
+INSUFFICIENT_PRIVILEGE = "42501"
+"""The server's SQLSTATE for a missing privilege."""
 TIMEOUT_SQLSTATES = frozenset({"57014", "55P03"})
 """query_canceled (``statement_timeout``) and lock_not_available (``lock_timeout``)."""
 
@@ -96,6 +102,9 @@ def _connection_fault(
         raise exc
     if isinstance(exc, AlkstoreError):
         return False
+    refused = None if progress.borrowed else _login_refused(plan, driver, exc)
+    if refused is not None:
+        raise refused from exc
     if not progress.borrowed and not disconnected(driver, exc):
         # Opening the connection failed otherwise (a DSN the library refuses when it
         # connects): nothing was sent, and the library's error is not alkstore's type.
@@ -122,12 +131,53 @@ def _connection_fault(
     return True
 
 
+_LOGIN_REFUSALS = (
+    (re.compile(r'FATAL:\s+database "[^"]*" does not exist'), "3D000"),
+    (re.compile(r'FATAL:\s+role "[^"]*" does not exist'), "28000"),
+    (re.compile(r"FATAL:\s+(no pg_hba\.conf entry|\w+ authentication failed)"), "28000"),
+)
+"""How libpq words the refusals it reports without a SQLSTATE (psycopg's connect)."""
+
+
+def _login_refused(
+    plan: Plan[T], driver: SyncDriver | AsyncDriver, exc: Exception
+) -> AlkstoreError | None:
+    """The error for a connect the server refused for good (the login, the database), else
+    None: retrying cannot help, so it is neither retried nor a ConnectionFailed."""
+    info = driver.error_info(exc)
+    sqlstate = info.sqlstate if info is not None else None
+    if sqlstate is None:
+        text = str(exc)
+        sqlstate = next((code for pattern, code in _LOGIN_REFUSALS if pattern.search(text)), None)
+    if sqlstate is None:
+        return None
+    if sqlstate == "3D000":
+        return DatabaseNotFound(
+            f"{plan.name}: the database does not exist; retrying will not help: {_describe(exc)}"
+        )
+    if sqlstate.startswith("28"):
+        return AuthenticationFailed(
+            f"{plan.name}: the server refused the login (check the user, password and "
+            f"pg_hba.conf); retrying will not help: {_describe(exc)}"
+        )
+    return None
+
+
 def _timed_out(exc: BaseException) -> bool:
     """A connect that timed out: trying again would only multiply the wait."""
     chain = (exc, exc.__cause__, exc.__context__)
     return any(
         isinstance(e, TimeoutError) or type(e).__name__ == "ConnectionTimeout" for e in chain
     )
+
+
+def _server_message(exc: BaseException) -> str:
+    """The server's primary message in a driver's error (pg8000 carries the fields as a
+    dict: its ``M``)."""
+    fields = exc.args[0] if exc.args and isinstance(exc.args[0], dict) else None
+    if fields is not None and "M" in fields:
+        return str(fields["M"])
+    return str(exc).strip()
 
 
 def _describe(exc: BaseException) -> str:
@@ -172,6 +222,8 @@ def _translate(
     mapped = plan.map_error(info.sqlstate, info.constraint)
     if mapped is not None:
         raise mapped from exc
+    if info.sqlstate == INSUFFICIENT_PRIVILEGE:
+        raise PermissionDenied(plan.name, _server_message(exc)) from exc
     if info.sqlstate in TIMEOUT_SQLSTATES:
         raise StatementTimeout(
             f"{plan.name}: the server cancelled the statement ({info.sqlstate}: "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -18,14 +19,17 @@ RESULTS: list[dict[str, Any]] = []
 """One row per fault-matrix scenario run, for the table printed at the end of the run."""
 
 COLUMNS = ("fault", "driver", "sent", "completed", "lost", "duplicated", "stuck", "errors")
+WORKER_COLUMNS = ("reruns after return", "settles retried")
+"""The worker runtime's cells (``store.work``, ``alkstore worker``) add these; "-" for the
+fetch/complete scenarios, which run no handler."""
 
 
 def fault_table() -> str:
     """:data:`RESULTS` as a Markdown table (plus each row's slowest call and wall time)."""
-    head = [*COLUMNS, "slowest call", "wall"]
+    head = [*COLUMNS, *WORKER_COLUMNS, "slowest call", "wall"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in RESULTS:
-        cells = [str(row[c]) for c in COLUMNS]
+        cells = [str(row.get(c, "-")) for c in (*COLUMNS, *WORKER_COLUMNS)]
         cells += [f"{row['slowest']:.2f}s", f"{row['seconds']:.1f}s"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -37,6 +41,34 @@ def open_store(
     """A store through ``variant`` (a sync view of the async ones) with ``connect`` options;
     the ``owner`` drops the schema when closed."""
     return StoreHandle(Backend(dsn, "postgres", options=options), variant, schema, owner=owner)
+
+
+def record_worker_cell(
+    fault: str,
+    driver: str,
+    tally: dict[str, int],
+    events: list[Any],
+    seconds: float,
+) -> None:
+    """A row of the fault table for a worker-runtime cell: ``tally`` has sent, completed,
+    lost, reruns and retried (settles); ``events`` are its worker events."""
+    errors = Counter(e.kind for e in events if e.kind.endswith("_error"))
+    RESULTS.append(
+        {
+            "fault": fault,
+            "driver": driver,
+            "sent": tally["sent"],
+            "completed": tally["completed"],
+            "lost": tally["lost"],
+            "duplicated": "-",
+            "stuck": tally["sent"] - tally["lost"] - tally["completed"],
+            "errors": ", ".join(f"{k} x{v}" for k, v in sorted(errors.items())) or "-",
+            "reruns after return": tally["reruns"],
+            "settles retried": tally.get("retried", "-"),
+            "slowest": 0.0,
+            "seconds": seconds,
+        }
+    )
 
 
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 10.0) -> None:

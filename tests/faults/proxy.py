@@ -15,7 +15,8 @@ class FaultProxy:
 
     :meth:`stall` stops forwarding (connections stay open, bytes wait: a network that
     silently stopped); :meth:`resume` lets them flow again; :meth:`cut` resets every open
-    connection (RST, as a dead peer or a firewall would).
+    connection (RST, as a dead peer or a firewall would); :meth:`refuse` cuts them and
+    resets every new one until :meth:`admit` (a server that is down).
     """
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
@@ -27,6 +28,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._sockets: set[socket.socket] = set()
         self._closed = False
+        self._refusing = False
         threading.Thread(target=self._accept, daemon=True, name="fault-proxy").start()
 
     def dsn(self, dsn: str) -> str:
@@ -41,18 +43,22 @@ class FaultProxy:
         """Forward bytes again."""
         self._flowing.set()
 
+    def refuse(self) -> int:
+        """Reset every open connection and every new one until :meth:`admit`; how many
+        sockets were reset."""
+        self._refusing = True
+        return self.cut()
+
+    def admit(self) -> None:
+        """Forward new connections again."""
+        self._refusing = False
+
     def cut(self) -> int:
         """Reset every open connection; how many sockets were reset."""
         with self._lock:
             sockets, self._sockets = self._sockets, set()
         for sock in sockets:
-            with suppress(OSError):
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-                # shutdown first: close alone does not end a pump's recv blocked on it, and
-                # the connection would live on, silent.
-                sock.shutdown(socket.SHUT_RDWR)
-            with suppress(OSError):
-                sock.close()
+            _reset(sock)
         return len(sockets)
 
     def close(self) -> None:
@@ -77,6 +83,9 @@ class FaultProxy:
                 client, _ = self._listener.accept()
             except OSError:
                 return
+            if self._refusing:
+                _reset(client)
+                continue
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
                 server.settimeout(None)
@@ -98,3 +107,14 @@ class FaultProxy:
         finally:
             with suppress(OSError):
                 dst.shutdown(socket.SHUT_WR)
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close ``sock`` with an RST."""
+    with suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # shutdown first: close alone does not end a pump's recv blocked on it, and the
+        # connection would live on, silent.
+        sock.shutdown(socket.SHUT_RDWR)
+    with suppress(OSError):
+        sock.close()

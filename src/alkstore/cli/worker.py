@@ -5,7 +5,10 @@ The current directory is on ``sys.path`` (as uvicorn does), ``--dsn`` defaults t
 ``$ALKSTORE_DSN``, and the schema is never installed (``alkstore migrate`` does that). The
 first signal drains: no new jobs are fetched, running handlers see ``ctx.cancelled`` and get
 ``--stop-timeout`` seconds to return, and whatever still runs then is failed so that it
-retries at once. A second signal exits at once (jobs still running stay active until their
+retries at once. ``--stop-timeout`` bounds the process: a handler still running then (one
+that ignores ``ctx.cancelled``) is not waited for: the process exits with status
+:data:`FORCED` (its job, failed as ``WorkerStopped``, retries; the late handler's result is
+dropped). A second signal exits at once (jobs still running stay active until their
 expiry). Progress goes to stdlib ``logging`` (``--log-format json``: one JSON object a
 line); a failed job is logged at WARNING with its stack.
 """
@@ -25,6 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 import alkstore
+from alkstore.tasks.workers import AppWorker
+from alkstore.worker import Worker
 from alkstore.worker.loop import LoopThread
 
 from .common import CliError, add_connection_arguments, open_store
@@ -34,6 +39,8 @@ INTERRUPTED = 130
 """Exit status after a second signal (the shell's convention for SIGINT)."""
 BAD_TARGET = 2
 """Exit status when the target cannot be imported or is not a handler or a registry."""
+FORCED = 124
+"""Exit status when handlers still ran at ``--stop-timeout`` (timeout(1)'s convention)."""
 
 
 def register(subparsers: Any) -> None:
@@ -118,8 +125,8 @@ def _logging(args: argparse.Namespace) -> None:
 
 def _start(
     store: alkstore.Store, target: Any, args: argparse.Namespace, loop: LoopThread | None
-) -> Callable[[float], None]:
-    """Start the workers of ``target``; the function that stops them."""
+) -> Worker | AppWorker:
+    """Start the workers of ``target``; what stops them."""
     options: dict[str, Any] = {"poll_interval": args.poll_interval}
     if isinstance(target, alkstore.Tasks):
         if args.queue is not None or args.batch_size is not None:
@@ -127,7 +134,7 @@ def _start(
         queues = None if args.queues is None else [q for q in args.queues.split(",") if q]
         app = target.worker(store, queues=queues, concurrency=args.concurrency, **options)
         logger.info("working on %s with %s", sorted(app.workers), args.target)
-        return app.stop
+        return app
     if args.queue is None or args.queues is not None:
         raise CliError("a handler runs on one queue: pass --queue (not --queues)")
     handler: Callable[..., Any] = target
@@ -138,7 +145,7 @@ def _start(
         options.update(batch=True, batch_size=args.batch_size)
     worker = store.work(args.queue, handler, concurrency=args.concurrency, **options)
     logger.info("working on queue %r with %s", args.queue, args.target)
-    return worker.stop
+    return worker
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -160,14 +167,32 @@ def _run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     loop = LoopThread() if inspect.iscoroutinefunction(target) else None
+    late = 0
     try:
         with open_store(args) as store:
-            halt = _start(store, target, args, loop)
+            worker = _start(store, target, args, loop)
             while not stop.wait(0.5):
                 pass
-            halt(args.stop_timeout)
+            worker.stop(args.stop_timeout)
+            late = worker.running
             logger.info("stopped")
     finally:
-        if loop is not None:
+        if loop is not None and not late:
             loop.close()
+    if late:
+        _forced_exit(late, args.stop_timeout)
     return 0
+
+
+def _forced_exit(late: int, timeout: float) -> None:
+    """Exit now, without joining the threads of handlers that outlived ``timeout``."""
+    logger.warning(
+        "%d handler call(s) still running after --stop-timeout %s s: exiting without them "
+        "(their jobs were failed as WorkerStopped and retry; their results are dropped)",
+        late,
+        timeout,
+    )
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(FORCED)

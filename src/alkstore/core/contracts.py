@@ -7,6 +7,7 @@ class structurally with :func:`missing_members` and names what is missing.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
@@ -41,7 +42,7 @@ class TestHooks(Protocol):
         ...
 
     def set_job_columns(
-        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | None]
+        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | dt.datetime | None]
     ) -> Plan[int]:
         """Store ``values`` (column or field name -> value) in one job as they are, skipping
         validation: a row as an older version stored it. How many jobs changed (0 or 1)."""

@@ -216,3 +216,37 @@ class MetadataNotFetched(AlkstoreError, AttributeError):
         )
         self.field = field
         """The field that was read."""
+
+
+# --- refusals: the server answered, and retrying will not change its answer --------------
+
+
+class PermissionDenied(AlkstoreError, PermissionError):
+    """The server refused the call for lack of a privilege (SQLSTATE 42501): the role needs
+    a ``GRANT`` (docs/deployment.md, "Least privilege"). Nothing took effect; the message
+    names the object and the privilege as far as the server said them.
+
+    The driver's exception is chained (``__cause__``)."""
+
+    def __init__(self, operation: str, reason: str) -> None:
+        super().__init__(
+            f"{operation}: permission denied: {reason} (SQLSTATE 42501: the role lacks a "
+            "privilege; grant it, see docs/deployment.md)"
+        )
+        self.operation = operation
+        self.reason = reason
+        """The server's own words (``permission denied for table jobs``)."""
+
+
+class AuthenticationFailed(AlkstoreError):
+    """The server refused the login (SQLSTATE class 28: a wrong password, an unknown role,
+    no ``pg_hba.conf`` entry). Retrying with the same DSN will not help.
+
+    The driver's exception is chained (``__cause__``)."""
+
+
+class DatabaseNotFound(AlkstoreError, LookupError):
+    """The database the DSN names does not exist (SQLSTATE 3D000). Retrying with the same
+    DSN will not help.
+
+    The driver's exception is chained (``__cause__``)."""

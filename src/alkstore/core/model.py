@@ -177,8 +177,12 @@ class ModelJob:
 
     @property
     def keep_until_latest(self) -> dt.datetime:
-        """Latest possible ``keep_until`` (it moves with ``start_after``)."""
-        return self.keep_until + (self.start_after_latest - self.start_after)
+        """Latest possible ``keep_until`` (it moves with ``start_after``); ``keep_until``
+        itself where that leaves the datetime range (a row planted with an extreme time)."""
+        try:
+            return self.keep_until + (self.start_after_latest - self.start_after)
+        except OverflowError:
+            return self.keep_until
 
     def fence(self) -> Fence:
         """The current attempt of this job."""

@@ -21,6 +21,7 @@ from .errors import InvalidOptions
 from .validation import (
     INT_MAX,
     boolean,
+    bounded_time,
     check_storable_text,
     delay_seconds,
     int_at_least,
@@ -114,7 +115,7 @@ def _start_after(value: object) -> dt.datetime | float | None:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             raise InvalidOptions("start_after", value, "datetime must be timezone-aware")
-        return value
+        return bounded_time("start_after", value)
     seconds = value.total_seconds() if isinstance(value, dt.timedelta) else value
     if (
         isinstance(seconds, bool)

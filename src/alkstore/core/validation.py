@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -159,3 +160,26 @@ def optional_seconds(_inst: Any, attribute: attrs.Attribute[Any], value: Any) ->
         raise InvalidOptions(attribute.name, value, "must be a number of seconds")
     if not 0 <= value <= MAX_TIMEOUT:  # also refuses NaN
         raise InvalidOptions(attribute.name, value, f"must be from 0 to {MAX_TIMEOUT:g} seconds")
+
+
+EARLIEST_TIME = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+"""The earliest absolute time a caller may pass (``start_after``): any past time means
+"now", and none earlier reaches the ends of what a driver can encode (asyncpg stores
+``datetime.min`` as ``-infinity``)."""
+LATEST_TIME = dt.datetime(9900, 1, 1, tzinfo=dt.UTC)
+"""The latest absolute time a caller may pass: a time computed from it (``keep_until`` adds
+at most ``2**31 - 1`` seconds, 68 years) stays inside year 9999, which every driver reads
+back into a Python ``datetime``."""
+
+
+def bounded_time(field: str, value: dt.datetime) -> dt.datetime:
+    """``value`` (an aware datetime), refused with :class:`InvalidOptions` outside
+    [:data:`EARLIEST_TIME`, :data:`LATEST_TIME`]."""
+    if not EARLIEST_TIME <= value <= LATEST_TIME:
+        raise InvalidOptions(
+            field,
+            value,
+            f"must be from {EARLIEST_TIME.isoformat()} to {LATEST_TIME.isoformat()}: "
+            "the range every driver and server round-trips",
+        )
+    return value

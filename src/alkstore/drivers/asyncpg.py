@@ -37,7 +37,7 @@ from .base import (
     ErrorInfo,
     Notification,
 )
-from .common import transaction_sql, wait_timeout
+from .common import check_port, transaction_sql, wait_timeout
 from .pool import AsyncPool, quiet
 
 if TYPE_CHECKING:
@@ -305,6 +305,7 @@ class AsyncpgDriver:
 
     async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
         """A pool of at most ``settings.pool_size`` connections (opened lazily)."""
+        check_port(dsn)
         kwargs: dict[str, Any] = {}
         if not settings.prepared_statements:
             kwargs["statement_cache_size"] = 0

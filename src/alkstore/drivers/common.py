@@ -134,6 +134,22 @@ def parse_dsn(dsn: str) -> ConnectParams:
     )
 
 
+def check_port(dsn: str) -> None:
+    """Refuse a DSN whose port is no port number, with :class:`~alkstore.InvalidOptions`
+    naming it: the same rule on every driver (libpq and asyncpg would try to connect, and
+    report a connection failure)."""
+    ports = [dsn_parameters(dsn).get("port", "")]
+    if "://" in dsn:
+        hosts = urlsplit(dsn).netloc.rpartition("@")[2]
+        for host in hosts.split(","):
+            tail = host.rpartition("]")[2] if host.startswith("[") else host
+            ports.append(tail.partition(":")[2])
+    for given in ports:
+        for port in given.split(","):
+            if port and not (port.isdigit() and 0 < int(port) < 65536):
+                raise InvalidOptions("port", port, "must be a port number (1-65535)")
+
+
 def _redact(dsn: str) -> str:
     return redact_dsn(dsn)
 
@@ -279,6 +295,7 @@ __all__ = [
     "ConnectParams",
     "Timeouts",
     "TransactionSQL",
+    "check_port",
     "dsn_parameters",
     "listen_sql",
     "option_settings",

@@ -33,7 +33,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import pg8000.converters
@@ -44,7 +44,7 @@ import pg8000.native
 from ..core.errors import DeadlineExceeded, UnsupportedByDriver
 from ..core.plans import Isolation, Row, Statement
 from .base import SET_CONFIG, DriverSettings, ErrorInfo, SyncListener, SyncSession, SyncSource
-from .common import dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
+from .common import check_port, dsn_parameters, invalid_dsn, parse_dsn, transaction_sql
 from .deadline import WATCHDOG
 from .pool import SyncPool, quiet
 
@@ -94,14 +94,24 @@ def _array_literal(values: list[Any]) -> str:
     return "{" + ",".join(parts) + "}"
 
 
+_LATEST = datetime.max.replace(tzinfo=UTC)
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
 def _timestamptz_in(text: str) -> Any:
     """A ``timestamptz``'s text as a datetime, by ``datetime.fromisoformat`` (pg8000's own
     goes through ``strptime``: a third of a batch fetch's client time in issue 17's
-    profile); what it cannot read (infinity, years beyond 9999 or BC) as pg8000 would."""
+    profile); what Python cannot hold (infinity, years beyond 9999; -infinity, BC) as the
+    latest or earliest datetime in UTC, as the psycopg driver reads them."""
     try:
         return datetime.fromisoformat(text)
     except ValueError:
-        return pg8000.converters.timestamptz_in(text)
+        pass
+    if text.startswith("-") or text.endswith(" BC"):
+        return _EARLIEST
+    if text == "infinity" or text.split("-", 1)[0].isdigit():
+        return _LATEST  # a year of five digits or more
+    return pg8000.converters.timestamptz_in(text)
 
 
 def _params(params: tuple[Any, ...]) -> tuple[Any, ...]:
@@ -298,6 +308,7 @@ class Pg8000Driver:
 
         pg8000 connections run each statement in its own transaction unless one is open.
         """
+        check_port(dsn)
         try:
             params = parse_dsn(dsn)
         except ValueError as exc:

@@ -48,7 +48,7 @@ from .base import (
     SyncSession,
     SyncSource,
 )
-from .common import listen_sql, set_isolation_sql, wait_timeout
+from .common import check_port, listen_sql, set_isolation_sql, wait_timeout
 from .deadline import WATCHDOG, Armed
 from .pool import AsyncPool, SyncPool, quiet
 
@@ -100,6 +100,7 @@ _SET_CONFIG = SET_CONFIG.replace("$1", "%s").replace("$2", "%s")
 
 
 _LATEST = dt.datetime.max.replace(tzinfo=dt.UTC)
+_EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
 
 
 class _LatestTimestamptzLoader(Loader):
@@ -124,6 +125,8 @@ class _LatestTimestamptzLoader(Loader):
         except psycopg.DataError as exc:
             if _after_year_9999(data, exc):
                 return _LATEST
+            if "before year 1" in str(exc) or bytes(data).startswith(b"-infinity"):
+                return _EARLIEST  # -infinity, or BC: a row planted past validation
             raise
         return loaded
 
@@ -381,6 +384,7 @@ class PsycopgSyncDriver:
 
     def open(self, dsn: str, settings: DriverSettings) -> SyncSource:
         """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
+        check_port(dsn)
         kwargs = _connect_kwargs(settings)
 
         def connect() -> SyncConnection:
@@ -578,6 +582,7 @@ class PsycopgAsyncDriver:
 
     async def open(self, dsn: str, settings: DriverSettings) -> AsyncSource:
         """A pool of at most ``settings.pool_size`` autocommit connections (opened lazily)."""
+        check_port(dsn)
         kwargs = _connect_kwargs(settings)
 
         async def connect() -> AsyncConnection:

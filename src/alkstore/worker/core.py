@@ -6,6 +6,7 @@ bookkeeping of running handler calls and every decision about them. The shells o
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
@@ -18,6 +19,7 @@ from ..core.records import Job
 from ..core.targets import targets
 from ..drivers.base import DriverSettings
 from . import stages
+from .backoff import SETTLE_BUDGET, settle_pause
 from .events import WorkerEvent, emit, timed
 from .options import WorkOptions
 from .settle import JobLost, Settlement, job_key, settle, wants_context
@@ -58,6 +60,10 @@ class WorkerCore(Generic[C]):
         # takes it too, and wake-ups of async workers arrive from the listener's thread).
         self._lock = threading.Lock()
         self._running: dict[uuid.UUID, C] = {}
+        self._released: set[uuid.UUID] = set()
+        self.settle_retries = 0
+        """Settles (complete, fail, heartbeat) this worker ran again after a connection
+        fault (each also reported as a ``settle_retry`` event)."""
 
     # -- events ----------------------------------------------------------------------------
 
@@ -222,6 +228,38 @@ class WorkerCore(Generic[C]):
         info = self._store.driver.error_info(exc)
         return None if info is None else serialization_retry(info.sqlstate, attempt)
 
+    def _settle_retry(
+        self, what: str, jobs: list[Job], exc: Exception, attempt: int, began: float
+    ) -> float | None:
+        """Seconds to wait before running the settle ``what`` of ``jobs`` again after its
+        run ``attempt`` (0-based; the first failed at ``began``) failed with ``exc``; None when
+        the failure stands: no connection fault, or the retries are spent (their time is
+        bounded well inside the jobs' expiry, :mod:`.backoff`)."""
+        pause = settle_pause(exc, attempt)
+        budget = min([SETTLE_BUDGET] + [job.expire_seconds / 4 for job in jobs])
+        if pause is None or time.monotonic() - began + pause > budget:
+            return None
+        with self._lock:
+            self.settle_retries += 1
+        self._event(
+            "settle_retry",
+            operation=what,
+            attempt=attempt + 1,
+            jobs=[str(job.id) for job in jobs],
+            error=str(exc),
+        )
+        return pause
+
+    def _settle_failed(self, what: str, jobs: list[Job], exc: BaseException) -> None:
+        """A settle failed for good: its jobs stay active until they expire and run again."""
+        self._event(
+            "settle_error",
+            operation=what,
+            jobs=[str(job.id) for job in jobs],
+            error=str(exc),
+            outcome="not settled: the jobs run again once expire_seconds pass",
+        )
+
     def _chains(self, outcome: Settlement, stopping: bool) -> bool:
         """Settle with ``complete_and_fetch`` (the slot claims its next jobs in the same
         statement): every job completes with one output and the worker is not stopping."""
@@ -267,9 +305,22 @@ class WorkerCore(Generic[C]):
                 ctx.cancelled.set()
 
     def _left(self) -> list[Job]:
-        """The jobs of the calls still running (failed by a stop that timed out)."""
+        """The jobs of the calls still running (failed by a stop that timed out), from now
+        on released: see :meth:`_late`."""
         with self._lock:
-            return [job for ctx in self._running.values() for job in ctx.jobs]
+            left = [job for ctx in self._running.values() for job in ctx.jobs]
+            self._released.update(job.id for job in left)
+        return left
+
+    def _late(self, ctx: C) -> bool:
+        """Whether the call outlived ``stop(timeout)``, which failed its jobs as
+        ``WorkerStopped``: its result is dropped (a settle would be fenced anyway, and its
+        store may be closed), reported once as a ``late_return`` event."""
+        with self._lock:
+            late = any(job.id in self._released for job in ctx.jobs)
+        if late:
+            self._event("late_return", jobs=[str(job.id) for job in ctx.jobs])
+        return late
 
     @property
     def running(self) -> int:

@@ -20,7 +20,10 @@ class WorkerEvent:
     Kinds: ``handler_failed`` (a job failed with the handler's exception: logged at WARNING
     with its ``stack``), ``settle_error`` /
     ``fetch_error`` / ``watch_error`` / ``maintenance_error`` (a database call failed; the
-    loop carries on), ``stopped`` (jobs still running when ``stop`` gave up waiting, failed
+    loop carries on; a ``settle_error`` leaves its jobs to expire), ``settle_retry`` (a
+    settle met a connection fault and runs again: fenced by the job's attempt, a repeat is
+    harmless), ``late_return`` (a handler returned after ``stop`` failed its jobs: its
+    result is dropped), ``stopped`` (jobs still running when ``stop`` gave up waiting, failed
     so that they retry), ``maintenance`` (a pass did something), ``schedule_fired``,
     ``listen_error`` (the LISTEN connection failed; it reconnects, polling covers the gap),
     ``listen_unsupported`` (the driver cannot wait for notifications: polling only),
@@ -38,6 +41,8 @@ _LEVELS = {
     "maintenance": logging.INFO,
     "schedule_fired": logging.INFO,
     "stopped": logging.WARNING,
+    "settle_retry": logging.INFO,
+    "late_return": logging.WARNING,
     "listen_unsupported": logging.WARNING,
     "backlog": logging.WARNING,
     "slow_query": logging.WARNING,

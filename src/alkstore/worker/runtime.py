@@ -22,6 +22,7 @@ from ..core.errors import UnsupportedByDriver
 from ..core.records import MaintenanceReport
 from ..drivers.base import DriverSettings, Notification
 from . import stages
+from .backoff import RECONNECT_FIRST, jittered
 from .events import WorkerEvent, emit
 from .settle import error_of
 from .wakeups import Wakeups
@@ -37,7 +38,8 @@ LISTEN_WAIT = 0.1
 bound on how long stopping the last worker waits for its listener thread. A wait sends no
 query (the driver only reads the socket), so a short one costs the server nothing."""
 LISTEN_RETRY = 1.0
-"""Seconds before a lost or failed listener connects again (polling covers the gap)."""
+"""Seconds, at most, before a lost or failed listener connects again: it tries at once
+(a jittered backoff from a few ms, :mod:`.backoff`), and polling covers the gap."""
 
 
 def owner_name() -> str:
@@ -185,6 +187,7 @@ class StoreRuntime(_Base):
 
     def _listen(self, dsn: str, settings: DriverSettings) -> None:
         name = worker_runtime(self._store.engine).channel()
+        failures = 0
         while not self._unlisten.is_set():
             try:
                 listener = self._store.driver.open_listener(dsn, settings)
@@ -193,16 +196,19 @@ class StoreRuntime(_Base):
                 return
             except Exception as exc:
                 self._event("listen_error", error=error_of(exc)["message"])
-                self._unlisten.wait(LISTEN_RETRY)
+                self._unlisten.wait(jittered(failures, RECONNECT_FIRST, LISTEN_RETRY))
+                failures += 1
                 continue
             try:
                 listener.listen(name)
+                failures = 0
                 self._wake_all()
                 while not self._unlisten.is_set():
                     self._woken(listener.wait(LISTEN_WAIT))
             except Exception as exc:
                 self._event("listen_error", error=error_of(exc)["message"])
-                self._unlisten.wait(LISTEN_RETRY)
+                self._unlisten.wait(jittered(failures, RECONNECT_FIRST, LISTEN_RETRY))
+                failures += 1
             finally:
                 listener.close()
 
@@ -273,6 +279,7 @@ class AsyncStoreRuntime(_Base):
 
     async def _listen(self, dsn: str, settings: DriverSettings) -> None:
         name = worker_runtime(self._store.engine).channel()
+        failures = 0
         while True:
             try:
                 listener = await self._store.driver.open_listener(dsn, settings)
@@ -281,16 +288,19 @@ class AsyncStoreRuntime(_Base):
                 return
             except Exception as exc:
                 self._event("listen_error", error=error_of(exc)["message"])
-                await asyncio.sleep(LISTEN_RETRY)
+                await asyncio.sleep(jittered(failures, RECONNECT_FIRST, LISTEN_RETRY))
+                failures += 1
                 continue
             try:
                 await listener.listen(name)
+                failures = 0
                 self._wake_all()
                 while True:
                     self._woken(await listener.wait(LISTEN_WAIT))
             except Exception as exc:
                 self._event("listen_error", error=error_of(exc)["message"])
-                await asyncio.sleep(LISTEN_RETRY)
+                await asyncio.sleep(jittered(failures, RECONNECT_FIRST, LISTEN_RETRY))
+                failures += 1
             finally:
                 await listener.close()
 

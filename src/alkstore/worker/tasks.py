@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..core.records import Job
 from ..runner import run_in_session_async
 from . import stages
+from .backoff import RECONNECT_FIRST, jittered
 from .claims import AsyncClaims
 from .context import AsyncJobContext
 from .core import WorkerCore
@@ -22,6 +25,8 @@ from .settle import STOPPED, JobLost, Settlement, error_of, native_connection
 
 if TYPE_CHECKING:
     from .faces import AsyncFace
+
+T = TypeVar("T")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -98,6 +103,7 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
 
     async def _fetch_until_stopped(self, claims: AsyncClaims | None) -> None:
         opts = self.options
+        failures = 0
         while not self._stopping.is_set():
             woken = stages.now_ns()
             free = self._free()
@@ -113,9 +119,13 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
                     self._stamp(woken, claiming, jobs)
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
+                # A dead connection is replaced by the next claim: soon, not at the next poll.
+                pause = jittered(failures, RECONNECT_FIRST, opts.poll_interval)
+                failures += 1
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stopping.wait(), opts.poll_interval)
+                    await asyncio.wait_for(self._stopping.wait(), pause)
                 continue
+            failures = 0
             drained = self._drained(free, jobs)
             jobs, refused = self._refused(jobs)
             if refused:
@@ -163,8 +173,15 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
             outcome = self._settlement(ctx, await self._invoke(ctx))
         except Exception as exc:
             outcome = self._settlement(ctx, error=exc)
-        try:
-            if self._chains(outcome, self._stopping.is_set()):
+        if self._late(ctx):
+            return []
+        chains = self._chains(outcome, self._stopping.is_set())
+
+        async def run() -> list[Job]:
+            nonlocal chains
+            if chains:
+                # A retry settles without claiming: a lost handoff may have claimed already.
+                chains = False
                 assert outcome.whole is not None
                 with self._timed("complete_and_fetch"):
                     handoff = await self._store.complete_and_fetch(
@@ -178,11 +195,30 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
             with self._timed("settle"):
                 for plan in outcome.plans:
                     await self._store._run(plan)
+            return []
+
+        try:
+            more = await self._retrying("settle", ctx.jobs, run)
         except Exception as exc:
-            self._event("settle_error", error=error_of(exc)["message"])
+            self._settle_failed("settle", ctx.jobs, exc)
             return []
         self._report(outcome.failed)
-        return []
+        return more
+
+    async def _retrying(self, what: str, jobs: list[Job], run: Callable[[], Awaitable[T]]) -> T:
+        """``await run()``, run again after a connection fault (:meth:`_settle_retry`)."""
+        began = 0.0
+        attempt = 0
+        while True:
+            try:
+                return await run()
+            except Exception as exc:
+                began = began or time.monotonic()
+                pause = self._settle_retry(what, jobs, exc, attempt, began)
+                if pause is None:
+                    raise
+            attempt += 1
+            await asyncio.sleep(pause)
 
     async def _call_in_transaction(self, ctx: AsyncJobContext) -> None:
         attempt = 0
@@ -219,16 +255,23 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
         """Record ``exc`` as the failure of the call's jobs, outside the rolled-back
         transaction."""
         outcome = self._settlement(ctx, error=exc)
-        try:
+        if self._late(ctx):
+            return
+
+        async def run() -> None:
             for plan in outcome.plans:
                 await self._store._run(plan)
+
+        try:
+            await self._retrying("fail", ctx.jobs, run)
         except Exception as again:
-            self._event("settle_error", error=error_of(again)["message"])
+            self._settle_failed("fail", ctx.jobs, again)
             return
         self._report(outcome.failed)
 
     async def _touch(self, jobs: list[Job]) -> bool:
-        alive = await self._store._run(self._touch_plan(jobs))
+        run = functools.partial(self._store._run, self._touch_plan(jobs))
+        alive = await self._retrying("heartbeat", jobs, run)
         return any(job.id in alive for job in jobs)
 
     async def _watch_loop(self) -> None:
@@ -239,9 +282,11 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
             calls, plan = self._watched()
             if plan is None:
                 continue
+            jobs = [job for ctx in calls for job in ctx.jobs]
             try:
                 with self._timed("watch"):
-                    alive = await self._store._run(plan)
+                    run = functools.partial(self._store._run, plan)
+                    alive = await self._retrying("heartbeat", jobs, run)
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue

@@ -8,16 +8,18 @@ job was cancelled or expired elsewhere. Every decision is :class:`~.core.WorkerC
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..core.records import Job
 from ..runner import run_in_session
 from . import stages
+from .backoff import RECONNECT_FIRST, jittered
 from .claims import Claims
 from .context import JobContext
 from .core import WorkerCore
@@ -26,6 +28,8 @@ from .settle import STOPPED, JobLost, Settlement, error_of, native_connection
 
 if TYPE_CHECKING:
     from .faces import SyncFace
+
+T = TypeVar("T")
 
 
 class Worker(WorkerCore[JobContext]):
@@ -84,6 +88,7 @@ class Worker(WorkerCore[JobContext]):
 
     def _fetch_until_stopped(self, claims: Claims | None) -> None:
         opts = self.options
+        failures = 0
         while not self._stopping.is_set():
             woken = stages.now_ns()
             free = self._free()
@@ -100,8 +105,11 @@ class Worker(WorkerCore[JobContext]):
                     self._stamp(woken, claiming, jobs)
             except Exception as exc:
                 self._event("fetch_error", error=error_of(exc)["message"])
-                self._stopping.wait(opts.poll_interval)
+                # A dead connection is replaced by the next claim: soon, not at the next poll.
+                self._stopping.wait(jittered(failures, RECONNECT_FIRST, opts.poll_interval))
+                failures += 1
                 continue
+            failures = 0
             drained = self._drained(free, jobs)
             jobs, refused = self._refused(jobs)
             if refused:
@@ -144,8 +152,15 @@ class Worker(WorkerCore[JobContext]):
             outcome = self._settlement(ctx, self._handler(*self._arguments(ctx)))
         except Exception as exc:
             outcome = self._settlement(ctx, error=exc)
-        try:
-            if self._chains(outcome, self._stopping.is_set()):
+        if self._late(ctx):
+            return []
+        chains = self._chains(outcome, self._stopping.is_set())
+
+        def run() -> list[Job]:
+            nonlocal chains
+            if chains:
+                # A retry settles without claiming: a lost handoff may have claimed already.
+                chains = False
                 assert outcome.whole is not None
                 with self._timed("complete_and_fetch"):
                     return self._store.complete_and_fetch(
@@ -158,11 +173,30 @@ class Worker(WorkerCore[JobContext]):
             with self._timed("settle"):
                 for plan in outcome.plans:
                     self._store._run(plan)
+            return []
+
+        try:
+            more = self._retrying("settle", ctx.jobs, run)
         except Exception as exc:
-            self._event("settle_error", error=error_of(exc)["message"])
+            self._settle_failed("settle", ctx.jobs, exc)
             return []
         self._report(outcome.failed)
-        return []
+        return more
+
+    def _retrying(self, what: str, jobs: list[Job], run: Callable[[], T]) -> T:
+        """``run()``, run again after a connection fault (:meth:`_settle_retry`)."""
+        began = 0.0
+        attempt = 0
+        while True:
+            try:
+                return run()
+            except Exception as exc:
+                began = began or time.monotonic()
+                pause = self._settle_retry(what, jobs, exc, attempt, began)
+                if pause is None:
+                    raise
+            attempt += 1
+            time.sleep(pause)
 
     def _call_in_transaction(self, ctx: JobContext) -> None:
         attempt = 0
@@ -202,16 +236,23 @@ class Worker(WorkerCore[JobContext]):
         """Record ``exc`` as the failure of the call's jobs, outside the rolled-back
         transaction."""
         outcome = self._settlement(ctx, error=exc)
-        try:
+        if self._late(ctx):
+            return
+
+        def run() -> None:
             for plan in outcome.plans:
                 self._store._run(plan)
+
+        try:
+            self._retrying("fail", ctx.jobs, run)
         except Exception as again:
-            self._event("settle_error", error=error_of(again)["message"])
+            self._settle_failed("fail", ctx.jobs, again)
             return
         self._report(outcome.failed)
 
     def _touch(self, jobs: list[Job]) -> bool:
-        alive = self._store._run(self._touch_plan(jobs))
+        plan = self._touch_plan(jobs)
+        alive = self._retrying("heartbeat", jobs, functools.partial(self._store._run, plan))
         return any(job.id in alive for job in jobs)
 
     def _watch_loop(self) -> None:
@@ -219,9 +260,11 @@ class Worker(WorkerCore[JobContext]):
             calls, plan = self._watched()
             if plan is None:
                 continue
+            jobs = [job for ctx in calls for job in ctx.jobs]
             try:
                 with self._timed("watch"):
-                    alive = self._store._run(plan)
+                    run = functools.partial(self._store._run, plan)
+                    alive = self._retrying("heartbeat", jobs, run)
             except Exception as exc:
                 self._event("watch_error", error=error_of(exc)["message"])
                 continue

@@ -81,7 +81,7 @@ class MemoryTestHooks:
         return self.engine._model("test-job-count", lambda m: len(m.jobs))
 
     def set_job_columns(
-        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | None]
+        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | dt.datetime | None]
     ) -> Plan[int]:
         """Store ``values`` in fields of one job as they are, past validation."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -77,7 +78,7 @@ class PostgresTestHooks:
         return self._single("test-job-rows", sql, (), lambda rows: [dict(r.items()) for r in rows])
 
     def set_job_columns(
-        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | None]
+        self, queue: str, job_id: uuid.UUID, values: Mapping[str, int | bool | dt.datetime | None]
     ) -> Plan[int]:
         """Store ``values`` in columns of one job as they are, past validation."""
         names = list(values)

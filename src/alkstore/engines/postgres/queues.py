@@ -196,8 +196,8 @@ class QueueMixin(QueueHintsMixin):
             yield from self._require_queue(name)
             rows = yield Statement(
                 f"""SELECT state, count(*) AS n,
-                       extract(epoch FROM now() - min(start_after)
-                               FILTER (WHERE start_after <= now()))::float8 AS waited
+                       extract(epoch FROM now() - min(start_after) FILTER (
+                           WHERE start_after <= now() AND isfinite(start_after)))::float8 AS waited
                 FROM {s}.job WHERE name = $1 GROUP BY state""",
                 (name,),
             )
