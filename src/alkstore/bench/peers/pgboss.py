@@ -16,6 +16,9 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from .spec import DrainSpec
 
 NAME = "pg-boss"
 QUEUE = "bench"
-FILES = ("package.json", "package-lock.json", "drain.mjs", "latency.mjs")
+FILES = ("package.json", "package-lock.json", "drain.mjs", "latency.mjs", "pressure.mjs")
 INSTALL_TIMEOUT = 600.0
 
 
@@ -162,6 +165,43 @@ def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) ->
         drop_schema(dsn, schema)
 
 
+def pressure(
+    dsn: str, schema: str, shape: dict[str, Any], started: Callable[[], None], timeout: float
+) -> dict[str, Any]:
+    """Run ``pressure.mjs`` with ``shape`` (rate, consumers, batch, seconds, poll); calls
+    ``started`` when the script's clock starts; the JSON it prints at the end."""
+    drop_schema(dsn, schema)
+    args = {"dsn": dsn, "schema": schema, "queue": QUEUE, **shape}
+    with (
+        tempfile.TemporaryFile("w+") as errors,
+        subprocess.Popen(
+            ["node", "pressure.mjs"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=install(),
+            text=True,
+        ) as node,
+    ):
+        assert node.stdin is not None and node.stdout is not None
+        node.stdin.write(json.dumps(args))  # on stdin: the DSN stays out of the process list
+        node.stdin.close()
+        deadline = threading.Timer(timeout, node.kill)
+        deadline.start()
+        try:
+            if node.stdout.readline().strip() == "ready":
+                started()
+            out = node.stdout.read()
+            node.wait()
+        finally:
+            deadline.cancel()
+        if node.returncode != 0:
+            errors.seek(0)
+            raise RuntimeError(f"node exited {node.returncode}: {errors.read().strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(out)
+    return result
+
+
 def _node(script: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run ``script`` of the installed directory with ``args``; the JSON it prints."""
     done = subprocess.run(
@@ -195,6 +235,7 @@ __all__ = [
     "drain_work",
     "install",
     "latency",
+    "pressure",
     "script_dir",
     "unavailable",
     "versions",
