@@ -177,7 +177,7 @@ def test_the_claim_strategy_is_chosen_from_the_capabilities(flags, strategy):
     caps = Capabilities(**flags)
     chosen = claim_for(caps)
     assert chosen.name == strategy
-    sql = chosen.fetch_sql('"s"', chosen.batch_limit)
+    sql = chosen.fetch_sql('"s"', chosen.batch_limit, mark_at=3)
     assert ("SKIP LOCKED" in sql) == caps.skip_locked
     assert ("ctid" in sql) == (strategy == "skip-locked-by-tuple-id")
 

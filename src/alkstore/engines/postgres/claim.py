@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -22,6 +22,8 @@ from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
+from .claim_marks import ClaimMarks, Key
+from .hooks import PostgresTestHooks
 from .policies import (
     PLAIN_GATE,
     QueueHintsMixin,
@@ -30,6 +32,7 @@ from .policies import (
     keyed_claim_sql,
     lock_free_claim_sql,
 )
+from .schema import FETCH_ORDER
 from .settle import SettleMixin, complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
@@ -38,6 +41,8 @@ from .sql import (
     seconds_after,
     target_params,
 )
+
+T = TypeVar("T")
 
 RECLAIM_ROUNDS = 3
 """How many more claims a ctid claim makes for rows it locked but could not re-find."""
@@ -62,28 +67,49 @@ class ClaimStrategy:
     written in)."""
 
     def statements(
-        self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS, *, unless: str = ""
+        self,
+        s: str,
+        limit: str,
+        mark_at: int,
+        returned: str = RETURNED_JOB_COLUMNS,
+        *,
+        unless: str = "",
     ) -> tuple[str, str]:
         """The SELECT of at most ``limit`` queued jobs (to name ``next``) and the UPDATE of
         those rows that returns the claimed jobs (their columns ``returned``); ``unless``, a
-        condition on the rest of the statement, makes it claim nothing."""
+        condition on the rest of the statement, makes it claim nothing. The walk starts at
+        the key in parameters ``mark_at`` to ``mark_at + 2`` (:class:`ClaimMarks`)."""
         queued = accepted(Operation.FETCH)
         # The gate (one primary-key read of the queue row) keeps the plain claim off a queue
         # that is paused or whose policy or limit needs the keyed claim (policies.py).
         gate = PLAIN_GATE.format(s=s)
         if unless:
             gate += f" AND NOT ({unless})"
-        pick = f"""SELECT {self.key} FROM {s}.job
+        lock = " FOR UPDATE SKIP LOCKED" if self.skip_locked else ""
+        # Two ordered walks of job_fetch, each with its own index bounds: the jobs of a
+        # higher priority than the mark's (none, in a queue of one priority) from the start,
+        # and the rest from the mark on (claim_marks.py).
+        m = mark_at
+        walks = [
+            # A subquery each: a locking clause is refused in a branch of a UNION itself.
+            f"""SELECT * FROM (SELECT {self.key}, (-(priority::bigint)) AS np,
+                    created_on AS c, id AS i
+                FROM {s}.job
                 WHERE name = $1 AND state IN {queued} AND start_after <= now()
-                    AND {gate}
-                ORDER BY priority DESC, created_on, id LIMIT {limit}"""
-        if self.skip_locked:
-            pick += " FOR UPDATE SKIP LOCKED"
-            recheck = ""
-        else:
-            # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only
-            # one of them claim each (the other gets fewer rows, never the same job).
-            recheck = f" AND j.state IN {queued}"
+                    AND {bound} AND {gate}
+                ORDER BY {FETCH_ORDER} LIMIT {limit}{lock}) AS walk{n}"""
+            for n, bound in enumerate(
+                (
+                    f"(-(priority::bigint)) < ${m}::bigint",
+                    f"({FETCH_ORDER}) >= (${m}::bigint, ${m + 1}::timestamptz, ${m + 2}::uuid)",
+                )
+            )
+        ]
+        pick = f"""SELECT {self.key} FROM ({" UNION ALL ".join(walks)}) w
+                ORDER BY np, c, i LIMIT {limit}"""
+        # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only one
+        # of them claim each (the other gets fewer rows, never the same job).
+        recheck = "" if self.skip_locked else f" AND j.state IN {queued}"
         update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
                 heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
@@ -92,9 +118,12 @@ class ClaimStrategy:
             RETURNING {returned}"""
         return pick, update
 
-    def fetch_sql(self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
-        """The claim of up to ``limit`` jobs of queue ``$1``."""
-        pick, update = self.statements(s, limit, returned)
+    def fetch_sql(
+        self, s: str, limit: str, mark_at: int, returned: str = RETURNED_JOB_COLUMNS
+    ) -> str:
+        """The claim of up to ``limit`` jobs of queue ``$1``, its walk starting at the key in
+        parameters ``mark_at`` to ``mark_at + 2``."""
+        pick, update = self.statements(s, limit, mark_at, returned)
         if not self.counts_picked:
             return f"WITH next AS ({pick}) {update}"
         return f"""WITH next AS ({pick}), claimed AS ({update})
@@ -105,8 +134,9 @@ class ClaimStrategy:
         self, s: str, returned: str = RETURNED_JOB_COLUMNS, *, one: bool = False
     ) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
-        to ``$2`` jobs of queue ``$1``, in one statement; with ``one``, the claim of one job,
-        the targets at ``$2``/``$3`` and the output ``$4``. A completion that released flow
+        to ``$2`` jobs of queue ``$1`` (its walk from the key at ``$6`` to ``$8``), in one
+        statement; with ``one``, the claim of one job, the targets at ``$2``/``$3``, the
+        output ``$4`` and the key at ``$5`` to ``$7``. A completion that released flow
         jobs claims nothing (``released`` says so): the statement's snapshot still shows them
         waiting, and a claim now could take a job that a fetch after the completion would
         not (the released job first); the caller claims with a fetch instead."""
@@ -114,7 +144,7 @@ class ClaimStrategy:
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
         limit, targets_at = ("1", 2) if one else (self.batch_limit, 3)
         pick, update = self.statements(
-            s, limit, returned, unless="EXISTS (SELECT 1 FROM flow_released)"
+            s, limit, targets_at + 3, returned, unless="EXISTS (SELECT 1 FROM flow_released)"
         )
         return f"""WITH {complete_ctes(s, targets_at, f"${targets_at + 2}")},
             next AS ({pick}), claimed AS ({update})
@@ -210,22 +240,56 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         def build() -> str:
             returned = returned_columns(full)
             if kind == "fetch":
-                limit = "1" if one else self.claim.batch_limit
-                return self.claim.fetch_sql(self.s, limit, returned)
+                limit, mark_at = ("1", 2) if one else (self.claim.batch_limit, 3)
+                return self.claim.fetch_sql(self.s, limit, mark_at, returned)
             return self.claim.complete_and_fetch_sql(self.s, returned, one=one)
 
         return self.built_once(("claim", kind, full, one), build)
 
-    def _plain_claim(self, queue: str, batch_size: int, full: bool) -> Statement:
-        """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else lean)."""
+    @functools.cached_property
+    def claim_marks(self) -> ClaimMarks:
+        """Where this engine's plain claims start their walk, per queue."""
+        return ClaimMarks()
+
+    def _plan(self, name: str, steps: Any, *, transaction: bool = False, **kw: Any) -> Plan[Any]:
+        self.claim_marks.before(name)
+        return super()._plan(name, steps, transaction=transaction, **kw)
+
+    def _single(
+        self,
+        name: str,
+        sql: str,
+        params: Sequence[Any],
+        result: Callable[[list[Row]], T],
+        **kw: Any,
+    ) -> Plan[T]:
+        self.claim_marks.before(name)
+        return super()._single(name, sql, params, result, **kw)
+
+    def test_hooks(self) -> PostgresTestHooks:
+        """The engine's test hooks, each of whose plans makes the claims walk from the start."""
+        hooks = super().test_hooks()
+        hooks.on_plan = self.claim_marks.clear
+        return hooks
+
+    def _plain_claim(self, queue: str, batch_size: int, full: bool, start: Key) -> Statement:
+        """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else
+        lean), its walk starting at ``start``."""
         if batch_size == 1:
-            return Statement(self._claim_sql("fetch", full, one=True), (queue,))
-        return Statement(self._claim_sql("fetch", full, one=False), (queue, batch_size))
+            return Statement(self._claim_sql("fetch", full, one=True), (queue, *start))
+        return Statement(self._claim_sql("fetch", full, one=False), (queue, batch_size, *start))
+
+    def _fresh_claim(self, queue: str, batch_size: int, full: bool) -> Steps[list[Job]]:
+        """The plain claim from the queue's mark, and its claimed jobs."""
+        start = self.claim_marks.start(queue)
+        rows = yield self._plain_claim(queue, batch_size, full, start)
+        return (yield from self._claimed_jobs(queue, rows, start, full))
 
     def _claimed_jobs(
-        self, queue: str, rows: list[Row], include_metadata: bool = True
+        self, queue: str, rows: list[Row], start: Key, include_metadata: bool = True
     ) -> Steps[list[Job]]:
-        """The claimed jobs of ``rows`` in fetch order (an empty claim checks the queue)."""
+        """The claimed jobs of ``rows`` (a claim from ``start``) in fetch order (an empty claim
+        checks the queue); the queue's mark moves to the first of them."""
         build = _job_builder(include_metadata)
         jobs = [build(r) for r in rows if r["id"] is not None]
         if self.claim.counts_picked:
@@ -237,7 +301,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             for _ in range(RECLAIM_ROUNDS):
                 if missing <= 0:
                     break
-                more = yield self._plain_claim(queue, missing, include_metadata)
+                more = yield self._plain_claim(queue, missing, include_metadata, start)
                 claimed = [build(r) for r in more if r["id"] is not None]
                 jobs += claimed
                 missing = as_int(more[0]["picked"]) - len(claimed)
@@ -246,6 +310,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             # noticing a queue that now needs the keyed claim).
             yield from self._read_rules(queue)
         jobs.sort(key=Job.sort_key)
+        self.claim_marks.advance(queue, start, jobs)
         return jobs
 
     def fetch(
@@ -263,11 +328,9 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 return self._lock_free_fetch(queue, batch_size, options, policy)
             return self._keyed_fetch(queue, batch_size, options)
         full = options.include_metadata
-        claim = self._plain_claim(queue, batch_size, full)
 
         def steps() -> Steps[list[Job]]:
-            rows = yield claim
-            return (yield from self._claimed_jobs(queue, rows, full))
+            return (yield from self._fresh_claim(queue, batch_size, full))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
@@ -367,8 +430,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 return []
             full = options.include_metadata
             if rules.plain and options.plain:
-                rows = yield self._plain_claim(queue, batch_size, full)
-                return (yield from self._claimed_jobs(queue, rows, full))
+                return (yield from self._fresh_claim(queue, batch_size, full))
             sql = self._keyed_sql(
                 rules.policy,
                 options.ignore_start_after,
@@ -440,11 +502,14 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         params = (queue, *([] if one else [batch_size]), *target_params(targets), output_json)
 
         def steps() -> Steps[Handoff]:
-            rows = yield Statement(sql, params)
+            start = self.claim_marks.start(queue)
+            rows = yield Statement(sql, (*params, *start))
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["released"]):
-                rows = yield self._plain_claim(queue, batch_size, full)
-            jobs = yield from self._claimed_jobs(queue, rows, full)
+                # The released flow jobs may sort below the mark: walk from the start.
+                self.claim_marks.forget(queue)
+                return Handoff(completed, (yield from self._fresh_claim(queue, batch_size, full)))
+            jobs = yield from self._claimed_jobs(queue, rows, start, full)
             return Handoff(completed, jobs)
 
         # No contention result: under contention the completion must not be reported lost.

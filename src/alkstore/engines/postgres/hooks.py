@@ -36,14 +36,21 @@ class PostgresTestHooks:
         self.s = s
         """The quoted schema."""
         self.retry = retry_serialization
+        self.on_plan: Callable[[], None] | None = None
+        """Called as each plan is built: these plans move jobs and time (the engine's
+        claims then walk their queues from the start: claim_marks.py)."""
 
     def _single(
         self, name: str, sql: str, params: tuple[Any, ...], result: Callable[[list[Row]], T]
     ) -> Plan[T]:
+        if self.on_plan is not None:
+            self.on_plan()
         statement = Statement(sql, params)
         return single(name, statement, result, retry_serialization=self.retry)
 
     def _plan(self, name: str, steps: Callable[[], Steps[T]]) -> Plan[T]:
+        if self.on_plan is not None:
+            self.on_plan()
         return Plan(name, steps, transaction=True, retry_serialization=self.retry)
 
     def advance(self, seconds: float) -> Plan[None]:

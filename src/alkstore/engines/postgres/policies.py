@@ -216,9 +216,11 @@ def keyed_claim_sql(
     else:
         last = "cand"
     ctes.append(
+        # The order of the job_fetch index (schema.FETCH_ORDER), so that a queue without
+        # groups is walked in it rather than sorted whole.
         f"""ordered AS (SELECT o.name, o.id, row_number() OVER (
-                ORDER BY o.priority DESC, o.created_on, o.id) AS n FROM {last} o
-            ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
+                ORDER BY (-(o.priority::bigint)), o.created_on, o.id) AS n FROM {last} o
+            ORDER BY (-(o.priority::bigint)), o.created_on, o.id LIMIT $2)"""
     )
     if limited:
         ctes.append(

@@ -235,7 +235,38 @@ def _v5(s: str, caps: Capabilities) -> list[str]:
     return [f"ALTER TABLE {s}.job ADD COLUMN trace_context jsonb"]
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
+FETCH_ORDER = "(-(priority::bigint)), created_on, id"
+"""The claim's order (priority DESC, created_on, id) as ascending index columns; the
+priority is negated as a bigint, which no 32-bit priority overflows."""
+
+
+def _v6_taken(s: str, caps: Capabilities) -> list[str]:
+    """Version 6 belongs to another branch; this placeholder goes when it is merged."""
+    return []
+
+
+def _v7(s: str, caps: Capabilities) -> list[str]:
+    """The claim's index in ascending columns, so that a claim can start its ordered walk at
+    a row comparison on the whole key (:data:`FETCH_ORDER`): past the index entries it has
+    already consumed, which under a held MVCC horizon are dead versions it would otherwise
+    visit one by one on every claim (docs/benchmarks.md, "Horizon pressure")."""
+    include = " INCLUDE (start_after)" if caps.covering_indexes else ""
+    return [
+        f"DROP INDEX {s}.job_fetch",
+        f"""CREATE INDEX job_fetch ON {s}.job (name, {FETCH_ORDER}){include}
+            WHERE state IN {in_list(QUEUED)}""",
+    ]
+
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6_taken,
+    7: _v7,
+}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)
