@@ -112,13 +112,19 @@ def _backend(parser: argparse.ArgumentParser, engine: bool = True) -> None:
     )
 
 
-def _drain_shape(parser: argparse.ArgumentParser, jobs: int = 50_000) -> None:
+SCALING = [1, 8, 32, 64, 128, 256]
+"""The consumer counts of ``drain`` and ``peers`` by default: a claim's scaling up to 256."""
+
+
+def _drain_shape(
+    parser: argparse.ArgumentParser, jobs: int = 50_000, consumers: Sequence[int] = (1, 8, 32, 64)
+) -> None:
     parser.add_argument("--jobs", type=int, default=jobs, help="jobs per cell (%(default)s)")
     parser.add_argument(
         "--consumers",
         type=int_list,
-        default=[1, 8, 32, 64],
-        help="comma-separated consumer counts (1,8,32,64)",
+        default=list(consumers),
+        help=f"comma-separated consumer counts ({','.join(map(str, consumers))})",
     )
     parser.add_argument(
         "--batch",
@@ -136,13 +142,15 @@ def _subcommand(
     *,
     engine: bool = True,
     grid: bool = False,
+    consumers: Sequence[int] = SCALING,
 ) -> argparse.ArgumentParser:
-    """Subcommand ``name`` with the options every command takes (and the drain grid's)."""
+    """Subcommand ``name`` with the options every command takes (and the drain grid's, of
+    ``consumers`` by default)."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=summary)
     _common(parser)
     _backend(parser, engine=engine)
     if grid:
-        _drain_shape(parser)
+        _drain_shape(parser, consumers=consumers)
     parser.set_defaults(handler=handler)
     return parser
 
@@ -189,6 +197,7 @@ def register(subparsers: Any) -> None:
         _contention,
         engine=False,
         grid=True,
+        consumers=(1, 8, 32, 64),
     )
     contention.add_argument(
         "--lockfree-engine",
