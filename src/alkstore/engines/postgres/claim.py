@@ -164,15 +164,9 @@ BY_TUPLE_ID = ClaimStrategy(
     # The picked ctids as one array, a TID scan in every plan: joined to the CTE, the generic
     # plan (which cannot know the LIMIT) hashed every row of the table to find them (8 ms a
     # one-job claim at 20,000 jobs), so the server re-planned the claim on every call.
-    # The ids too: a generic plan made while the table was small (costed as one row a
-    # queue) re-found the rows by walking the primary key on "name = $1" alone, every
-    # version of every job of the queue, dead or not (measured under a held horizon: 61,000
-    # buffers and 200 ms a claim at 40,000 jobs; docs/benchmarks.md, "Horizon pressure").
-    # With "id = ANY(...)" either plan is a handful of lookups.
     "skip-locked-by-tuple-id",
-    "ctid, id",
-    """WHERE j.name = $1 AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))
-        AND j.id = ANY(ARRAY(SELECT id FROM next))""",
+    "ctid",
+    "WHERE j.name = $1 AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))",
     skip_locked=True,
     counts_picked=True,
     # The batch size as a subquery: PostgreSQL then costs every plan of the claim under the
