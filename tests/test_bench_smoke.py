@@ -475,7 +475,7 @@ def test_pressure(_bench_dsn: str, tmp_path: Path) -> None:
         _bench_dsn,
         tmp_path,
         "pressure --systems alkstore,raw-sql --rate 100 --consumers 2 --batch 5 --before 1 "
-        "--hold-seconds 2 --after 1 --window 1 --poll 0.02",
+        "--hold-seconds 2 --after 1 --window 1 --poll 0.02 --history 100",
     )
     rows = doc["results"]
     assert {(r["system"], r["hold"], r["phase"]) for r in rows} == {

@@ -1,7 +1,7 @@
 // pg-boss side of `alkstore bench pressure`: a paced producer and fetch/complete loops.
 //
 // Usage: node pressure.mjs < args.json, with {dsn, schema, queue, rate, consumers, batch,
-// seconds, poll}. The same loops the Python harness runs for alkstore
+// seconds, poll, history}. The same loops the Python harness runs for alkstore
 // (alkstore.bench.pressure.paced_loops): every 50 ms the producer inserts the jobs due at
 // `rate` a second (boss.insert); `consumers` loops of boss.fetch(queue, {batchSize}) +
 // boss.complete(queue, ids), sleeping `poll` seconds after an empty fetch, for `seconds`.
@@ -26,6 +26,19 @@ const boss = new PgBoss({
 boss.on('error', error => console.error(error))
 await boss.start()
 await boss.createQueue(args.queue)
+// A queue with history (args.history jobs sent and completed), then the preparation every
+// system gets (alkstore.bench.server.prepare_drain): VACUUM ANALYZE, CHECKPOINT.
+for (let start = 0; start < args.history; start += 1000) {
+  const size = Math.min(1000, args.history - start)
+  await boss.insert(args.queue, Array.from({ length: size }, () => ({ data: { n: -1 } })))
+  for (let jobs; (jobs = await boss.fetch(args.queue, { batchSize: 1000 })).length > 0;) {
+    await boss.complete(args.queue, jobs.map(job => job.id))
+  }
+}
+if (args.history > 0) {
+  await boss.getDb().executeSql('VACUUM ANALYZE')
+  try { await boss.getDb().executeSql('CHECKPOINT') } catch { /* needs superuser: skipped */ }
+}
 
 const sent = []
 const done = []

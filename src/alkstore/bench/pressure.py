@@ -23,12 +23,12 @@ import attrs
 import psycopg
 
 from ..engines.postgres.identifiers import quote_schema
-from .drain import Backend, job_specs
+from .drain import Backend, job_specs, numbered_batches
 from .measure import local_postmaster, percentile, server_cpu_seconds
 from .peers import pgboss
 from .peers.rawsql import Connections, Statements
 from .report import Column
-from .server import create_schema, drop_schema
+from .server import create_schema, drop_schema, prepare_drain
 
 HOLDS = ("idle", "readers")
 """What pins the horizon during the hold (see the module docstring)."""
@@ -57,6 +57,10 @@ class PressureSpec:
     poll: float
     timeout: float = 60.0
     """Seconds past its end a system may take to stop before it is abandoned."""
+    history: int = 0
+    """Jobs sent to the queue and completed before the clock starts, then ``VACUUM
+    ANALYZE`` and ``CHECKPOINT``: a queue that has been running for a while, whose
+    statistics know its size (the ``steady`` preparation of ``bench peers``)."""
 
     @property
     def seconds(self) -> float:
@@ -154,6 +158,11 @@ def alkstore_run(
     store = backend.open_sync(dsn, schema, spec.consumers + 1)
     try:
         store.create_queue(QUEUE)
+        for numbers in numbered_batches(spec.history):
+            sent = store.send_many(QUEUE, job_specs(-spec.history, len(numbers)))
+            store.complete(QUEUE, [i for i in sent if i is not None], include_queued=True)
+        if spec.history:
+            prepare_drain(dsn)
 
         def send(first: int, count: int) -> None:
             store.send_many(QUEUE, job_specs(first, count))
@@ -180,6 +189,13 @@ def raw_sql_run(dsn: str, spec: PressureSpec, schema: str, started: Started) -> 
             data = [json.dumps({"n": n}) for n in range(first, first + count)]
             with pool.cursor() as cur:
                 cur.execute(sql.insert, (data,), prepare=True)
+
+        for numbers in numbered_batches(spec.history):
+            send(-spec.history, len(numbers))
+        if spec.history:
+            with pool.cursor() as cur:
+                cur.execute(sql.complete_all)
+            prepare_drain(dsn)
 
         def fetch(n: int) -> list[tuple[int, Any]]:
             with pool.cursor() as cur:
@@ -406,6 +422,7 @@ def pgboss_run(dsn: str, spec: PressureSpec, schema: str, started: Started) -> T
         "batch": spec.batch,
         "seconds": spec.seconds,
         "poll": spec.poll,
+        "history": spec.history,
     }
     data = pgboss.pressure(dsn, schema, shape, started, spec.seconds + spec.timeout + 120)
     return Trace(

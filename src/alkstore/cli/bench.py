@@ -308,6 +308,12 @@ def register(subparsers: Any) -> None:
     pressure.add_argument(
         "--poll", type=float, default=0.1, help="seconds a consumer sleeps after an empty fetch"
     )
+    pressure.add_argument(
+        "--history",
+        type=int,
+        default=20_000,
+        help="jobs sent and completed before the clock starts, then VACUUM ANALYZE (%(default)s)",
+    )
 
     peers = _subcommand(
         sub, "peers", "alkstore, raw SQL, pg-boss, pgqueuer, procrastinate", _peers, grid=True
@@ -476,6 +482,9 @@ def _pressure(args: argparse.Namespace) -> int:
     if drivers or len(args.driver) != 1:
         err.print(f"[red]--driver: one of {', '.join(SYNC_DRIVERS)}, not {args.driver}[/red]")
         return 2
+    if args.history < 0:
+        err.print(f"[red]--history must be 0 or more, not {args.history}[/red]")
+        return 2
     times = {"--rate": args.rate, "--hold-seconds": args.hold_seconds, "--window": args.window}
     for flag, value in times.items():
         if value <= 0:
@@ -497,6 +506,7 @@ def _pressure(args: argparse.Namespace) -> int:
             window=args.window,
             poll=args.poll,
             timeout=min(args.timeout, 600.0),
+            history=args.history,
         ),
     )
     return 0
