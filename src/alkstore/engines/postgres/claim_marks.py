@@ -91,11 +91,16 @@ class ClaimMarks:
             self.clear()
 
     def start(self, queue: str) -> Key:
-        """Where the next claim of ``queue`` starts its walk."""
+        """Where the next claim of ``queue`` starts its walk: one claim a period walks from
+        the start, the others keep walking from the mark meanwhile (each walk from the
+        start is the one that still visits the dead versions)."""
         now = time.monotonic()
         mark = self._marks.get(queue)
-        if mark is None or now - mark.walked >= self._rewalk:
+        if mark is None:
             self._marks[queue] = _Mark(FLOOR, now)
+            return FLOOR
+        if now - mark.walked >= self._rewalk:
+            mark.walked = now
             return FLOOR
         return mark.key
 
