@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ import alkstore
 from alkstore.bench.commands import _enqueue_ratios, telemetry_overhead
 from alkstore.bench.measure import Latency, cpu_window, local_postmaster, percentile
 from alkstore.bench.pacing import after_commit
+from alkstore.bench.pressure import PressureSpec, Trace, held, phases
 from alkstore.bench.server import drop_schema
 from alkstore.bench.telemetry_bench import instrument_for_bench
 from alkstore.cli import main
@@ -466,3 +469,70 @@ def test_batch_insert_compares_each_systems_fastest_driver() -> None:
     assert (boss["driver"], boss["enqueue_jobs_per_s"]) == ("node-postgres", 48_000)
     assert boss["ratio"] == 60_000 / 48_000
     assert queuer["enqueue_jobs_per_s"] is None and queuer["ratio"] is None
+
+
+def test_pressure(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        "pressure --systems alkstore,raw-sql --rate 100 --consumers 2 --batch 5 --before 1 "
+        "--hold-seconds 2 --after 1 --window 1 --poll 0.02 --history 100",
+    )
+    rows = doc["results"]
+    assert {(r["system"], r["hold"], r["phase"]) for r in rows} == {
+        (system, hold, phase)
+        for system in ("alkstore", "raw-sql")
+        for hold in ("idle", "readers")
+        for phase in ("before", "during", "after")
+    }
+    for row in rows:
+        assert row["duplicates"] == 0 and row["reordered"] == 0, row
+        assert row["jobs_per_s"] > 0 and row["claim_p99_ms"] > 0, row
+        assert row["table_mb"] > 0, row
+    for timeline in doc["timelines"]:
+        assert len(timeline["windows"]) == 4
+        # The consumers stop with the producer: what is left is at most a few polls' worth.
+        assert 0 <= timeline["sent"] - timeline["completed"] <= 30, timeline
+
+
+@pytest.mark.parametrize(("hold", "sessions"), [("idle", 1), ("readers", 4)])
+def test_a_pressure_hold_pins_the_horizon_until_released(
+    _bench_dsn: str, hold: str, sessions: int
+) -> None:
+    schema = "pressure_hold_test"
+    pinned = """SELECT count(*) FROM pg_stat_activity
+        WHERE pid <> pg_backend_pid() AND (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL)
+            AND datname = current_database()"""
+    with psycopg.connect(_bench_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"CREATE TABLE {schema}.job (data jsonb)")
+        try:
+
+            def holding() -> int:
+                row = conn.execute(pinned).fetchone()
+                return int(row[0]) if row else 0
+
+            with held(_bench_dsn, hold, f"{schema}.job", threading.Event()):
+                deadline = time.monotonic() + 10
+                while holding() < sessions and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                assert holding() == sessions
+            assert holding() == 0
+        finally:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def test_pressure_phases_from_a_trace() -> None:
+    spec = PressureSpec(
+        rate=10, consumers=1, batch=1, before=2, hold=2, after=2, window=1, poll=0.1
+    )
+    trace = Trace(
+        sent=[(t + 0.1, 10) for t in range(6)],
+        done=[(0.5, 10), (1.5, 10), (2.5, 5), (3.5, 5), (4.5, 15), (5.5, 15)],
+        fetches=[(0.4, 0.001), (2.4, 0.010), (4.4, 0.002)],
+    )
+    rows = {r["phase"]: r for r in phases("x", "idle", spec, trace, [])}
+    assert rows["before"]["jobs_per_s"] == 10 and rows["before"]["worst_window_share"] == 1
+    assert rows["during"]["jobs_per_s"] == 5 and rows["during"]["max_depth"] == 10
+    assert rows["during"]["claim_p99_ms"] == 10
+    assert rows["after"]["jobs_per_s"] == 15 and rows["after"]["max_depth"] == 5

@@ -7,7 +7,8 @@
 // boss.work() instead (batchSize = batch, localConcurrency = consumers, burstWhenBatchFull so
 // a full batch fetches again at once: its best settings for a drain), the clock stopping when
 // offWork has waited for the last completions. After the prefill: VACUUM ANALYZE (when
-// analyze: the "steady" variant), CHECKPOINT (the preparation every system gets). Prints one JSON object on stdout:
+// analyze: the "steady" variant), CHECKPOINT (the preparation every system gets). Prints the
+// lines "timed" and "drained" around the timed drain, then one JSON object on stdout:
 // enqueueSeconds, seconds, ids (every id delivered), fetchSeconds (each fetch call),
 // emptyFetches, peakRssBytes, versions. The harness counts completed jobs in the database.
 import { PgBoss } from 'pg-boss'
@@ -96,8 +97,11 @@ await run(boss, warmupQueue, args.warmup, args.consumers, args.batch, args.timeo
 if (args.analyze) await boss.getDb().executeSql('VACUUM ANALYZE')
 try { await boss.getDb().executeSql('CHECKPOINT') } catch { /* needs superuser: skipped */ }
 
+// The harness reads the server's CPU time between these two lines (server CPU per job).
+process.stdout.write('timed\n')
 const result = await run(
   boss, args.queue, args.jobs, args.consumers, args.batch, args.timeoutSeconds)
+process.stdout.write('drained\n')
 await boss.stop({ graceful: true, wait: true })
 
 const version = JSON.parse(

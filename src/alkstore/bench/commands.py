@@ -20,6 +20,7 @@ from ..engines import engine_class
 from . import enqueue as enqueue_bench
 from . import event_loop
 from . import latency as latency_bench
+from . import pressure as pressure_bench
 from . import rss as rss_bench
 from . import scale as scale_bench
 from .drain import TELEMETRY_LABEL, Backend, drain_alkstore
@@ -771,6 +772,41 @@ def scale(
         return Measured({"results": rows}, [table], chart)
 
     return run("scale", options, arguments, measure)
+
+
+# --- pressure ------------------------------------------------------------------------------
+
+
+def pressure(
+    options: Options,
+    *,
+    engine: str,
+    driver: str,
+    systems: Sequence[str],
+    holds: Sequence[str],
+    spec: pressure_bench.PressureSpec,
+) -> dict[str, Any]:
+    """``bench pressure``: a paced drain before, during and after a held MVCC horizon."""
+    arguments = _arguments(
+        engine=engine, driver=driver, systems=systems, holds=holds, **attrs.asdict(spec)
+    )
+
+    def measure(server: Server, progress: BenchProgress) -> Measured:
+        backend = Backend(engine, driver, options.emulate)
+        rows, timelines = pressure_bench.measure(
+            server.dsn, systems, holds, spec, backend, _schema("pressure")
+        )
+        notes = [
+            f"{spec.rate:g} jobs/s sent; {spec.consumers} consumers fetch {spec.batch} at a "
+            f"time (sleeping {spec.poll:g} s after an empty fetch); {spec.before:g} s before, "
+            f"{spec.hold:g} s held, {spec.after:g} s after; windows of {spec.window:g} s. "
+            "idle: one session idle in a transaction with an xid; readers: "
+            f"{pressure_bench.READERS} REPEATABLE READ sessions scanning the job table."
+        ]
+        table = Table("horizon pressure", pressure_bench.COLUMNS, rows, notes)
+        return Measured({"results": rows, "timelines": timelines}, [table])
+
+    return run("pressure", options, arguments, measure)
 
 
 # --- peers ---------------------------------------------------------------------------------

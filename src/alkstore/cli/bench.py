@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ..bench import commands, event_loop
-from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, WORK
+from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, SYNC_DRIVERS, WORK
 from ..bench.peers import LATENCY_PEERS, PEERS
+from ..bench.pressure import HOLDS, SYSTEMS, PressureSpec
 from ..bench.report import err
 from ..bench.server import STEADY, VARIANTS
 
@@ -111,13 +112,19 @@ def _backend(parser: argparse.ArgumentParser, engine: bool = True) -> None:
     )
 
 
-def _drain_shape(parser: argparse.ArgumentParser, jobs: int = 50_000) -> None:
+SCALING = [1, 8, 32, 64, 128, 256]
+"""The consumer counts of ``drain`` and ``peers`` by default: a claim's scaling up to 256."""
+
+
+def _drain_shape(
+    parser: argparse.ArgumentParser, jobs: int = 50_000, consumers: Sequence[int] = (1, 8, 32, 64)
+) -> None:
     parser.add_argument("--jobs", type=int, default=jobs, help="jobs per cell (%(default)s)")
     parser.add_argument(
         "--consumers",
         type=int_list,
-        default=[1, 8, 32, 64],
-        help="comma-separated consumer counts (1,8,32,64)",
+        default=list(consumers),
+        help=f"comma-separated consumer counts ({','.join(map(str, consumers))})",
     )
     parser.add_argument(
         "--batch",
@@ -135,13 +142,15 @@ def _subcommand(
     *,
     engine: bool = True,
     grid: bool = False,
+    consumers: Sequence[int] = SCALING,
 ) -> argparse.ArgumentParser:
-    """Subcommand ``name`` with the options every command takes (and the drain grid's)."""
+    """Subcommand ``name`` with the options every command takes (and the drain grid's, of
+    ``consumers`` by default)."""
     parser: argparse.ArgumentParser = sub.add_parser(name, help=summary)
     _common(parser)
     _backend(parser, engine=engine)
     if grid:
-        _drain_shape(parser)
+        _drain_shape(parser, consumers=consumers)
     parser.set_defaults(handler=handler)
     return parser
 
@@ -188,6 +197,7 @@ def register(subparsers: Any) -> None:
         _contention,
         engine=False,
         grid=True,
+        consumers=(1, 8, 32, 64),
     )
     contention.add_argument(
         "--lockfree-engine",
@@ -271,6 +281,39 @@ def register(subparsers: Any) -> None:
     )
     start.add_argument("--json", type=Path, help="results file (default bench-results/…)")
     start.set_defaults(handler=_pglite_start)
+
+    pressure = _subcommand(
+        sub, "pressure", "a paced drain while a transaction holds the MVCC horizon", _pressure
+    )
+    pressure.add_argument(
+        "--systems",
+        type=name_list(SYSTEMS),
+        default=list(SYSTEMS),
+        help=f"comma-separated: {', '.join(SYSTEMS)} (all)",
+    )
+    pressure.add_argument(
+        "--hold",
+        type=name_list(HOLDS),
+        default=list(HOLDS),
+        help="comma-separated: idle (a session idle in transaction), readers (four "
+        "REPEATABLE READ sessions scanning) (both)",
+    )
+    pressure.add_argument("--rate", type=float, default=800.0, help="jobs sent a second (800)")
+    pressure.add_argument("--consumers", type=int, default=32, help="fetch loops (32)")
+    pressure.add_argument("--batch", type=int, default=8, help="fetch batch size (8)")
+    pressure.add_argument("--before", type=float, default=30.0, help="seconds before the hold")
+    pressure.add_argument("--hold-seconds", type=float, default=120.0, help="seconds held (120)")
+    pressure.add_argument("--after", type=float, default=60.0, help="seconds after the hold (60)")
+    pressure.add_argument("--window", type=float, default=10.0, help="window seconds (10)")
+    pressure.add_argument(
+        "--poll", type=float, default=0.1, help="seconds a consumer sleeps after an empty fetch"
+    )
+    pressure.add_argument(
+        "--history",
+        type=int,
+        default=20_000,
+        help="jobs sent and completed before the clock starts, then VACUUM ANALYZE (%(default)s)",
+    )
 
     peers = _subcommand(
         sub, "peers", "alkstore, raw SQL, pg-boss, pgqueuer, procrastinate", _peers, grid=True
@@ -431,6 +474,41 @@ def _pglite_start(args: argparse.Namespace) -> int:
         err.print(f"[red]--runs must be at least 1, not {args.runs}[/red]")
         return 2
     pglite_start(args.runs, uncached=not args.no_uncached, json_path=args.json)
+    return 0
+
+
+def _pressure(args: argparse.Namespace) -> int:
+    drivers = [d for d in args.driver if d not in SYNC_DRIVERS]
+    if drivers or len(args.driver) != 1:
+        err.print(f"[red]--driver: one of {', '.join(SYNC_DRIVERS)}, not {args.driver}[/red]")
+        return 2
+    if args.history < 0:
+        err.print(f"[red]--history must be 0 or more, not {args.history}[/red]")
+        return 2
+    times = {"--rate": args.rate, "--hold-seconds": args.hold_seconds, "--window": args.window}
+    for flag, value in times.items():
+        if value <= 0:
+            err.print(f"[red]{flag} must be above 0, not {value}[/red]")
+            return 2
+    commands.pressure(
+        _options(args),
+        engine=args.engine,
+        driver=args.driver[0],
+        systems=args.systems,
+        holds=args.hold,
+        spec=PressureSpec(
+            rate=args.rate,
+            consumers=args.consumers,
+            batch=args.batch,
+            before=args.before,
+            hold=args.hold_seconds,
+            after=args.after,
+            window=args.window,
+            poll=args.poll,
+            timeout=min(args.timeout, 600.0),
+            history=args.history,
+        ),
+    )
     return 0
 
 

@@ -16,11 +16,15 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ...engines.postgres.identifiers import quote_schema
 from ..loops import LoopOutcome
+from ..measure import CpuUse, local_postmaster, server_cpu_seconds
 from ..progress import Progress
 from ..results import DrainResult
 from ..server import STEADY, admin_connection, drop_schema
@@ -28,7 +32,7 @@ from .spec import DrainSpec
 
 NAME = "pg-boss"
 QUEUE = "bench"
-FILES = ("package.json", "package-lock.json", "drain.mjs", "latency.mjs")
+FILES = ("package.json", "package-lock.json", "drain.mjs", "latency.mjs", "pressure.mjs")
 INSTALL_TIMEOUT = 600.0
 
 
@@ -121,7 +125,8 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
     finished = [0]  # the script reports only at the end
     try:
         with progress.track(cell.description, spec.jobs, lambda: finished[0]):
-            data = _node("drain.mjs", args, spec.timeout * 2 + 300)
+            cpu = CpuUse()
+            data = _node("drain.mjs", args, spec.timeout * 2 + 300, _server_cpu(dsn, cpu))
             completed = finished[0] = _completed(dsn, schema)
     finally:
         drop_schema(dsn, schema)
@@ -141,6 +146,7 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
         int(data["peakRssBytes"]),
         float(data["enqueueSeconds"]),
         note="peak RSS of the Node process",
+        cpu=cpu,
     )
 
 
@@ -162,20 +168,79 @@ def latency(dsn: str, rate: float, total: int, concurrency: int, schema: str) ->
         drop_schema(dsn, schema)
 
 
-def _node(script: str, args: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run ``script`` of the installed directory with ``args``; the JSON it prints."""
-    done = subprocess.run(
-        ["node", script],
-        input=json.dumps(args),  # on stdin, so the DSN stays out of the process list
-        cwd=install(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"node exited {done.returncode}: {done.stderr.strip()[-2000:]}")
-    result: dict[str, Any] = json.loads(done.stdout)
+def pressure(
+    dsn: str, schema: str, shape: dict[str, Any], started: Callable[[], None], timeout: float
+) -> dict[str, Any]:
+    """Run ``pressure.mjs`` with ``shape`` (rate, consumers, batch, seconds, poll); calls
+    ``started`` when the script's clock starts; the JSON it prints at the end."""
+    drop_schema(dsn, schema)
+    args = {"dsn": dsn, "schema": schema, "queue": QUEUE, **shape}
+
+    def on_line(line: str) -> None:
+        if line == "ready":
+            started()
+
+    try:
+        return _node("pressure.mjs", args, timeout, on_line)
+    finally:
+        drop_schema(dsn, schema)
+
+
+def _node(
+    script: str,
+    args: dict[str, Any],
+    timeout: float,
+    on_line: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``script`` of the installed directory with ``args``; the JSON object it prints
+    (a line of its own). ``on_line`` is called with every other line, as it comes."""
+    with (
+        tempfile.TemporaryFile("w+") as errors,
+        subprocess.Popen(
+            ["node", script],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=install(),
+            text=True,
+        ) as node,
+    ):
+        assert node.stdin is not None and node.stdout is not None
+        node.stdin.write(json.dumps(args))  # on stdin: the DSN stays out of the process list
+        node.stdin.close()
+        deadline = threading.Timer(timeout, node.kill)
+        deadline.start()
+        try:
+            last = ""
+            for line in node.stdout:
+                if line.startswith("{"):
+                    last = line
+                elif on_line is not None:
+                    on_line(line.strip())
+            node.wait()
+        finally:
+            deadline.cancel()
+        if node.returncode != 0:
+            errors.seek(0)
+            raise RuntimeError(f"node exited {node.returncode}: {errors.read().strip()[-2000:]}")
+    result: dict[str, Any] = json.loads(last)
     return result
+
+
+def _server_cpu(dsn: str, cpu: CpuUse) -> Callable[[str], None]:
+    """An ``on_line`` of :func:`_node` that fills ``cpu.server_seconds`` with the server's
+    CPU time between the lines ``timed`` and ``drained``."""
+    postmaster = local_postmaster(dsn)
+    began: list[float | None] = [None]
+
+    def on_line(line: str) -> None:
+        now = None if postmaster is None else server_cpu_seconds(postmaster)
+        if line == "timed":
+            began[0] = now
+        elif line == "drained" and now is not None and began[0] is not None:
+            cpu.server_seconds = now - began[0]
+
+    return on_line
 
 
 def _completed(dsn: str, schema: str) -> int:
@@ -195,6 +260,7 @@ __all__ = [
     "drain_work",
     "install",
     "latency",
+    "pressure",
     "script_dir",
     "unavailable",
     "versions",

@@ -60,6 +60,7 @@ class Statements:
                          ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
             RETURNING id, data"""
         self.complete = f"UPDATE {s}.job SET state = 'completed' WHERE id = ANY($1::bigint[])"
+        self.complete_all = f"UPDATE {s}.job SET state = 'completed' WHERE state = 'queued'"
         self.completed = f"SELECT count(*) FROM {s}.job WHERE state = 'completed'"
 
 
