@@ -886,7 +886,11 @@ def test_rules_for_names_the_capabilities_the_engines_lack() -> None:
         enforced = {rule.capability for rule in rules_for(name) if rule.capability}
         assert enforced <= lacking, name
         assert enforced <= set(Capabilities().names())
-    assert {r.capability for r in rules_for("citus-distributed")} == {None, "table_partitioning"}
+    assert {r.capability for r in rules_for("citus-distributed")} == {
+        None,
+        "table_partitioning",
+        "row_triggers",
+    }
     with pytest.raises(KeyError, match="known: citus-distributed, cockroachdb"):
         rules_for("oracle")
 

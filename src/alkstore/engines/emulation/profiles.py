@@ -366,6 +366,7 @@ def citus_distributed(
                 "citus.enable_unsafe_triggers is set: use none",
                 _CITUS_TREE + "commands/trigger.c",
                 _search(_TRIGGER),
+                capability="row_triggers",
             ),
             Rule(
                 "volatile-in-modification",
