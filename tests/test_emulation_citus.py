@@ -398,6 +398,18 @@ REJECT += [
         'sub-SELECT of "job"',
     ),
 ]
+# a routed UPDATE with its NOTIFY in a CTE: sent on the worker (0 notifications arrived)
+_ROUTED_NOTIFY = """WITH changed AS (UPDATE "s".job j SET priority = priority + 1
+        WHERE j.name = $1 AND j.id = $2 RETURNING j.name),
+    note AS (SELECT pg_notify('chan', p.queue) IS NULL AS sent
+        FROM (SELECT DISTINCT $1::text AS queue FROM changed) p)
+    SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
+REJECT += [("notify-from-one-shard", _ROUTED_NOTIFY, "pg_notify(…) in a statement whose UPDATE")]
+ACCEPT += [
+    # send's INSERT … SELECT runs through the coordinator: its notification arrives
+    ("notify-from-one-shard", _NOTIFYING_SEND.replace("p.queue) FROM", "p.queue) IS NULL FROM")),
+    ("notify-from-one-shard", "SELECT pg_notify($1::text, $2::text) IS NULL AS sent"),
+]
 ACCEPT += [
     # the same with o.name = $1: Task Count 1 for every part
     ("spread-from-one-shard", _FAIL_ONE_QUEUE),

@@ -407,7 +407,7 @@ def test_every_rule_has_a_rejected_and_an_accepted_case(profile: Profile) -> Non
 
 def test_profiles() -> None:
     assert set(PROFILES) == {"cockroachdb", "yugabytedb", "citus-distributed"}
-    assert [len(p.rules) for p in PROFILES.values()] == [12, 12, 14]
+    assert [len(p.rules) for p in PROFILES.values()] == [12, 12, 15]
     assert (CRDB.isolation, CRDB.ints_as_text) == (Isolation.SERIALIZABLE, True)
     assert (YB.isolation, YB.ints_as_text) == (Isolation.REPEATABLE_READ, False)
     assert (CITUS.isolation, CITUS.ints_as_text) == (None, False)

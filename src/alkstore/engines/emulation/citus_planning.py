@@ -182,3 +182,22 @@ def _spread_from_one_shard(
         return None
 
     return check
+
+
+def _notify_from_one_shard(table: str, column: str) -> Callable[[str], str | None]:
+    """``pg_notify(…)`` in a statement whose UPDATE or DELETE of ``table`` is routed to one
+    shard by a ``column = $n`` filter: Citus sends such a statement whole to the worker
+    holding the shard, where the notification is sent to no listener of the coordinator (an
+    INSERT … SELECT runs through the coordinator, and its notification arrives)."""
+    filters = _equality_filter(column)
+
+    def check(sql: str) -> str | None:
+        norm = normalize(sql)
+        if not _NOTIFY_CALL.search(norm):
+            return None
+        for what, clauses in _modifications(norm, frozenset({table})):
+            if filters.search(clauses.get("WHERE", "")):
+                return f"pg_notify(…) in a statement whose {what} is routed to one shard"
+        return None
+
+    return check
