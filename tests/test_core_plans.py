@@ -222,6 +222,7 @@ DOCUMENTED = [
     "single_connection",
     "plpgsql",
     "asynchronous_commit",
+    "row_triggers",
 ]
 
 

@@ -9,11 +9,13 @@ accepted one.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 
 from alkstore.core.options import Policy
+from alkstore.core.targets import targets
 from alkstore.engines.citus import CitusDistributedEngine
 from alkstore.engines.emulation import CITUS_DISTRIBUTED, EmulationRejected, citus_distributed
 from alkstore.engines.postgres.policies import keyed_claim_sql
@@ -299,9 +301,9 @@ ACCEPT += [
         "stable-with-column",
         f"DELETE FROM s.job WHERE {seconds_after('completed_on', 'deletion_seconds')} < now()",
     ),
-    ("stable-with-column", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3")),
-    ("volatile-in-modification", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3")),
-    ("mutable-in-case", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3")),
+    ("stable-with-column", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3", "$1")),
+    ("volatile-in-modification", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3", "$1")),
+    ("mutable-in-case", _ENGINE._retry_update("t", "j.name = $1", "$2", "$3", "$1")),
     ("mutable-in-case", _ENGINE._refused_note()),
     ("stable-with-column", _ENGINE._refused_note()),
     # the conformance harness's clock: every timestamp shifted back by a bound amount
@@ -364,7 +366,59 @@ REJECT += [
         'reference table "queue"',
     ),
 ]
+
+
+def _fail_statement(where: str, queue: str, names: str = "") -> str:
+    """The first statement of ``fail`` (or, with the targets' ``names``, expiry) over
+    targets ``t`` matching ``where``."""
+    source = f"unnest({names}$2::uuid[], $3::int[], $4::float8[]) AS t(id, retry_count, jitter)"
+    if names:
+        source = source.replace("t(id", "t(name, id")
+    steps = _ENGINE._fail_steps(source, where, "$5", queue, ())
+    return next(steps).sql
+
+
+def _snooze_statement() -> str:
+    steps = _ENGINE.snooze("q", targets([uuid.uuid4()]), 5).steps()
+    return next(steps).sql
+
+
+_FAIL_ONE_QUEUE = _fail_statement("j.name = $1 AND j.id = t.id", "$1")
+REJECT += [
+    # fail's stately retry slot read by o.name = j.name: each UPDATE a subplan, Task Count 32
+    # (snooze's UPDATE: Task Count 32)
+    (
+        "spread-from-one-shard",
+        _fail_statement("j.name = $1 AND j.id = t.id", "j.name"),
+        'sub-SELECT of "job"',
+    ),
+    (
+        "spread-from-one-shard",
+        _snooze_statement().replace("o.name = $1", "o.name = j.name"),
+        'sub-SELECT of "job"',
+    ),
+]
+# a routed UPDATE with its NOTIFY in a CTE: sent on the worker (0 notifications arrived)
+_ROUTED_NOTIFY = """WITH changed AS (UPDATE "s".job j SET priority = priority + 1
+        WHERE j.name = $1 AND j.id = $2 RETURNING j.name),
+    note AS (SELECT pg_notify('chan', p.queue) IS NULL AS sent
+        FROM (SELECT DISTINCT $1::text AS queue FROM changed) p)
+    SELECT changed.* FROM changed CROSS JOIN (SELECT count(*) AS n FROM note) n"""
+REJECT += [("notify-from-one-shard", _ROUTED_NOTIFY, "pg_notify(…) in a statement whose UPDATE")]
 ACCEPT += [
+    # send's INSERT … SELECT runs through the coordinator: its notification arrives
+    ("notify-from-one-shard", _NOTIFYING_SEND.replace("p.queue) FROM", "p.queue) IS NULL FROM")),
+    ("notify-from-one-shard", "SELECT pg_notify($1::text, $2::text) IS NULL AS sent"),
+]
+ACCEPT += [
+    # the same with o.name = $1: Task Count 1 for every part
+    ("spread-from-one-shard", _FAIL_ONE_QUEUE),
+    ("spread-from-one-shard", _snooze_statement()),
+    # expiry: the targets' names bound as an array, no part routed (maintenance)
+    (
+        "spread-from-one-shard",
+        _fail_statement("j.name = t.name AND j.id = t.id", "j.name", names="$1::text[], "),
+    ),
     ("spread-from-one-shard", FETCH_CLAIM_CLEAN),
     ("spread-from-one-shard", _COMPLETION),
     # across shards by design, no part routed: maintenance

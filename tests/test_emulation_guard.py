@@ -407,7 +407,7 @@ def test_every_rule_has_a_rejected_and_an_accepted_case(profile: Profile) -> Non
 
 def test_profiles() -> None:
     assert set(PROFILES) == {"cockroachdb", "yugabytedb", "citus-distributed"}
-    assert [len(p.rules) for p in PROFILES.values()] == [12, 12, 14]
+    assert [len(p.rules) for p in PROFILES.values()] == [12, 12, 15]
     assert (CRDB.isolation, CRDB.ints_as_text) == (Isolation.SERIALIZABLE, True)
     assert (YB.isolation, YB.ints_as_text) == (Isolation.REPEATABLE_READ, False)
     assert (CITUS.isolation, CITUS.ints_as_text) == (None, False)
@@ -886,7 +886,11 @@ def test_rules_for_names_the_capabilities_the_engines_lack() -> None:
         enforced = {rule.capability for rule in rules_for(name) if rule.capability}
         assert enforced <= lacking, name
         assert enforced <= set(Capabilities().names())
-    assert {r.capability for r in rules_for("citus-distributed")} == {None, "table_partitioning"}
+    assert {r.capability for r in rules_for("citus-distributed")} == {
+        None,
+        "table_partitioning",
+        "row_triggers",
+    }
     with pytest.raises(KeyError, match="known: citus-distributed, cockroachdb"):
         rules_for("oracle")
 

@@ -82,3 +82,47 @@ def test_a_lost_result_listener_connects_again_and_wakes_the_wait(
         store.complete("q", job, "woken")
         waiter.join(30)
         assert outcome["job"].output == "woken"
+
+
+def test_on_sharded_citus_a_wait_reads_again_and_nothing_notifies(
+    pg_dsn: str, schema_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The distributed job table can hold no trigger (row_triggers): the emulation guard
+    # would refuse the schema's CREATE TRIGGER, and the store keeps no result listener.
+    with alkstore.connect(
+        pg_dsn,
+        schema=schema_name,
+        engine="citus",
+        engine_options={"distributed": True},
+        emulate=True,
+    ) as store:
+        assert store._results is None
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            triggers = conn.execute(
+                "SELECT tgname FROM pg_trigger WHERE tgrelid = %s::regclass AND NOT tgisinternal",
+                (f'"{schema_name}".job',),
+            ).fetchall()
+        assert triggers == []
+        store.create_queue("q")
+        job_id = store.send("q", 1)
+        (job,) = store.fetch("q")
+        paused = threading.Event()
+        reads = waiting.Waiting.outcome
+
+        def noted(self: waiting.Waiting, found: Any) -> Any:
+            result = reads(self, found)
+            if not isinstance(result, alkstore.Job):
+                assert self.listened is None
+                paused.set()
+            return result
+
+        monkeypatch.setattr(waiting.Waiting, "outcome", noted)
+        outcome: dict[str, Any] = {}
+        waiter = threading.Thread(
+            target=lambda: outcome.update(job=store.wait("q", job_id, timeout=30))
+        )
+        waiter.start()
+        assert paused.wait(30)
+        store.complete("q", job, "done")
+        waiter.join(30)
+        assert outcome["job"].output == "done"

@@ -42,6 +42,9 @@ class Capabilities:
     asynchronous_commit: bool = True
     """``SET LOCAL synchronous_commit TO off``: a transaction may return before its WAL flush
     (an idle worker's claim does, see docs/workers.md); else every commit waits."""
+    row_triggers: bool = True
+    """A row trigger on the job table (it notifies a finished job's ``wait``); else a wait
+    reads its job again until it has finished."""
 
     def names(self) -> list[str]:
         """Every capability name, in declaration order."""

@@ -33,6 +33,7 @@ CONSULTED = frozenset(
         "listen_notify",
         "transactional_heartbeat",
         "asynchronous_commit",
+        "row_triggers",
     }
 )
 """Capabilities that some product code reads (``tests/test_capability_matrix.py`` checks this

@@ -39,6 +39,13 @@ CITUS_DISTRIBUTED = POSTGRES.derive(
             no_rule_reason="Citus runs a ctid comparison routed to one shard without "
             "complaint: nothing is rejected for a guard rule to catch",
         ),
+        "row_triggers": Gap(
+            why="create_distributed_table refuses a table with triggers, and a trigger on a "
+            "distributed table (citus.enable_unsafe_triggers) runs on the worker holding the "
+            "shard, where its NOTIFY reaches no listener of the coordinator",
+            upstream_url="https://docs.citusdata.com/en/stable/extra/triggers.html",
+            guard_rules=("triggers",),
+        ),
         "table_partitioning": Gap(
             why="the job table is sharded by queue name instead of partitioned",
             upstream_url="https://docs.citusdata.com/en/stable/develop/reference_workarounds.html",

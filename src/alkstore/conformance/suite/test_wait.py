@@ -127,7 +127,7 @@ def test_many_waits_at_once_each_get_their_own_job(alkstore_store):
     assert {i: results[i].output for i in ids} == {i: n * 10 for n, i in enumerate(ids)}
 
 
-@pytest.mark.requires("listen_notify")
+@pytest.mark.requires("listen_notify", "row_triggers")
 def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch):
     if alkstore_store._store._results is None:
         pytest.skip("this store has no connection to listen on (PGlite's one shared session)")

@@ -31,10 +31,9 @@ from .profiles import (
     Profile,
     citus_distributed,
     rules_for,
-    rules_markdown,
-    rules_section,
 )
 from .rules import Memory, Rule
+from .rules_doc import rules_markdown, rules_section
 
 __all__ = [
     "CITUS_DISTRIBUTED",

@@ -51,6 +51,23 @@ def _equality_filter(column: str) -> re.Pattern[str]:
     )
 
 
+def _unfiltered_read(scope: str, table: str, filters: re.Pattern[str]) -> bool:
+    """Does ``scope`` (one query level) read ``table`` without a ``filters`` match on it
+    (unqualified, or qualified by one of the table's aliases)?"""
+    aliases = {
+        _ident(ref.group(2)) if ref.group(2) else table
+        for ref in _TABLE_REF.finditer(scope)
+        if _Table.parse(ref.group(1)).name == table
+    }
+    if not aliases:
+        return False
+    for f in filters.finditer(scope):
+        qualifier = f.group(1) or f.group(2)
+        if qualifier is None or _ident(qualifier) in aliases:
+            return False
+    return True
+
+
 def _row_lock_filter(table: str, column: str) -> Callable[[str], str | None]:
     filters = _equality_filter(column)
 
@@ -60,19 +77,7 @@ def _row_lock_filter(table: str, column: str) -> Callable[[str], str | None]:
             return None
         for m in _ROW_LOCK_ANY.finditer(norm):
             start, end = _scope(norm, m.start())
-            scope = norm[start:end]
-            aliases = {
-                _ident(ref.group(2)) if ref.group(2) else table
-                for ref in _TABLE_REF.finditer(scope)
-                if _Table.parse(ref.group(1)).name == table
-            }
-            if not aliases:
-                continue
-            for f in filters.finditer(scope):
-                qualifier = f.group(1) or f.group(2)
-                if qualifier is None or _ident(qualifier) in aliases:
-                    break
-            else:
+            if _unfiltered_read(norm[start:end], table, filters):
                 return (
                     f'{m.group(0)} on table "{table}" without an equality filter on its '
                     f'distribution column "{column}"'

@@ -9,7 +9,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .citus import _SUBQUERY, _blank_subqueries, _equality_filter, _modifications, _mutable
+from .citus import (
+    _SUBQUERY,
+    _blank_subqueries,
+    _equality_filter,
+    _modifications,
+    _mutable,
+    _unfiltered_read,
+)
 from .lexer import (
     _DO_UPDATE_SET,
     _INSERT,
@@ -119,8 +126,9 @@ def _spread_from_one_shard(
 ) -> Callable[[str], str | None]:
     """A statement routed to one shard of ``table`` (an UPDATE or DELETE of it beside a
     ``column = $n`` filter) that also updates ``table`` without that filter in the UPDATE's
-    own WHERE, or writes one of the ``reference`` tables; a statement that writes a ``feature``
-    table is that feature's own and let through.
+    own WHERE, reads it in a sub-SELECT without that filter at the sub-SELECT's own level, or
+    writes one of the ``reference`` tables; a statement that writes a ``feature`` table is
+    that feature's own and let through.
 
     Calibrated on a real Citus 13.2.2 cluster (coordinator + 2 workers, 32 shards), by
     ``EXPLAIN EXECUTE`` of each prepared statement of the hot path:
@@ -136,7 +144,14 @@ def _spread_from_one_shard(
       (``UPDATE job_blocked`` and the release ``UPDATE job … FROM flow_ready``: ``Task Count:
       4`` over the job shards, and an ``ExclusiveLock`` through ``lock_shard_resources`` on
       the reference table's shard on every node, which serialised every completion of the
-      cluster: 6 jobs/s at 8 consumers).
+      cluster: 6 jobs/s at 8 consumers);
+    - rejected: ``fail`` whose retry and failed UPDATEs (each ``WHERE j.name = $1``) test a
+      stately queue's retry slot with ``EXISTS (SELECT 1 FROM job o WHERE o.name = j.name
+      …)``: each UPDATE a distributed subplan, ``Task Count: 32`` and ``32``; accepted with
+      ``o.name = $1`` in that sub-SELECT: ``Task Count: 1`` for every part of the statement;
+      ``snooze``'s UPDATE with the same kind of sub-SELECT: 32 tasks, with ``o.name = $1``: 1;
+      ``resume`` and ``retry`` (their policy check reads the key's other jobs so): a subplan
+      of 32 tasks and three of 1, with ``o.name = $1``: one task in all.
     """
     filters = _equality_filter(column)
     writes = re.compile(
@@ -156,8 +171,33 @@ def _spread_from_one_shard(
             # A DELETE moves jobs (redrive: from one queue to another), never on the hot path.
             if what.startswith("UPDATE") and not filters.search(clauses.get("WHERE", "")):
                 return f'{what} without "{column} = $n" in a statement routed to one shard'
+        for m in _SUBQUERY.finditer(norm):
+            if _unfiltered_read(_blank_subqueries(_parenthesised(norm, m.start())), table, filters):
+                return (
+                    f'a sub-SELECT of "{table}" without "{column} = $n" in a statement routed '
+                    "to one shard"
+                )
         for name in sorted(written & reference):
             return f'a write of reference table "{name}" in a statement routed to one shard'
+        return None
+
+    return check
+
+
+def _notify_from_one_shard(table: str, column: str) -> Callable[[str], str | None]:
+    """``pg_notify(…)`` in a statement whose UPDATE or DELETE of ``table`` is routed to one
+    shard by a ``column = $n`` filter: Citus sends such a statement whole to the worker
+    holding the shard, where the notification is sent to no listener of the coordinator (an
+    INSERT … SELECT runs through the coordinator, and its notification arrives)."""
+    filters = _equality_filter(column)
+
+    def check(sql: str) -> str | None:
+        norm = normalize(sql)
+        if not _NOTIFY_CALL.search(norm):
+            return None
+        for what, clauses in _modifications(norm, frozenset({table})):
+            if filters.search(clauses.get("WHERE", "")):
+                return f"pg_notify(…) in a statement whose {what} is routed to one shard"
         return None
 
     return check

@@ -405,12 +405,14 @@ _EXCLUSIVE = "('created', 'retry', 'active')"
 
 
 def fits_policy(s: str, new_state: str, moving_from: str) -> str:
-    """A condition on job ``j`` (one of the target ids ``$2``, now in a state of
-    ``moving_from``) that holds when moving it to ``new_state`` breaks no policy.
+    """A condition on job ``j`` (of queue ``$1``, one of the target ids ``$2``, now in a state
+    of ``moving_from``) that holds when moving it to ``new_state`` breaks no policy.
 
     It fails when another job of the key already holds the slot, or when a target of lower id
     in the same call takes it first: such a job is left as it is (counted as not changed),
-    never a unique violation (docs/queues.md).
+    never a unique violation (docs/queues.md). The other jobs are read by ``o.name = $1``,
+    which routes the read to the queue's one shard on sharded Citus (by ``o.name = j.name``
+    alone the UPDATE ran over every shard).
     """
     by_policy = {**_COLLIDING[new_state], "exclusive": _EXCLUSIVE}
     held = " OR ".join(
@@ -418,7 +420,7 @@ def fits_policy(s: str, new_state: str, moving_from: str) -> str:
     )
     policies = ", ".join(f"'{p}'" for p in by_policy)
     return f"""NOT (j.policy IN ({policies}) AND EXISTS (SELECT 1 FROM {s}.job o
-        WHERE o.name = j.name AND o.policy = j.policy AND o.id <> j.id
+        WHERE o.name = $1 AND o.policy = j.policy AND o.id <> j.id
           AND coalesce(o.singleton_key, '') = coalesce(j.singleton_key, '')
           AND ({held} OR (o.id = ANY($2::uuid[]) AND o.id < j.id
               AND o.state IN {moving_from}))))"""

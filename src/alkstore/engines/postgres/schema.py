@@ -241,14 +241,15 @@ def _v6(s: str, caps: Capabilities) -> list[str]:
 
     ``errors`` holds each failed attempt's error, appended by the statement that fails the
     job. ``waited`` is set by ``wait`` on the job it waits for; where the server has
-    LISTEN/NOTIFY and PL/pgSQL, a trigger then notifies the schema's result channel (payload:
-    the job id) when that job finishes. Its ``WHEN`` reads the new row only, so settling a
-    job nobody waits for queues no trigger event and sends nothing. Two nullable columns, no
+    LISTEN/NOTIFY, PL/pgSQL and row triggers on the job table (not sharded Citus), a trigger
+    then notifies the schema's result channel (payload: the job id) when that job finishes.
+    Its ``WHEN`` reads the new row only, so settling a job nobody waits for queues no trigger
+    event and sends nothing. Two nullable columns, no
     default: nothing is backfilled, and a job that never failed leaves ``errors`` NULL (read
     as no errors).
     """
     ddl = [f"ALTER TABLE {s}.job ADD COLUMN errors jsonb, ADD COLUMN waited bool"]
-    if caps.listen_notify and caps.plpgsql:
+    if caps.listen_notify and caps.plpgsql and caps.row_triggers:
         # The channel is computed from the table's schema, as done_channel() computes it.
         ddl += [
             f"""CREATE FUNCTION {s}.notify_result() RETURNS trigger LANGUAGE plpgsql AS $fn$

@@ -14,7 +14,7 @@ from ...core.states import ACTIVE, QUEUED, Operation
 from ...core.targets import Targets
 from .base import EngineBase
 from .policies import fits_policy
-from .runtime import notifying
+from .runtime import channel
 from .schema import in_list
 from .sql import (
     accepted,
@@ -276,9 +276,22 @@ class SettleMixin(EngineBase):
             WHERE j.name = $1 AND j.id = t.id AND {targeted_state(operation)} AND {guard}
             RETURNING j.id"""
         params: tuple[Any, ...] = (queue, targets.ids)
-        if notify:
-            sql, params = notifying(self, sql, params, "$1::text")
-        return self._single(operation.value, sql, params, rowcount)
+        if not (notify and self.capabilities.listen_notify):
+            return self._single(operation.value, sql, params, rowcount)
+
+        # The NOTIFY is a statement of its own in the same transaction, not a CTE of the
+        # UPDATE: sharded Citus runs a statement routed to the queue's one shard whole on the
+        # worker holding it, whose notifications reach no listener of the coordinator
+        # (measured on Citus 13.2.2; docs/engines.md).
+        def steps() -> Steps[int]:
+            changed = yield Statement(sql, params)
+            if changed:
+                yield Statement(
+                    "SELECT pg_notify($1::text, $2::text) IS NULL AS sent", (channel(self), queue)
+                )
+            return len(changed)
+
+        return self._plan(operation.value, steps, transaction=True)
 
     def delete_jobs(self, queue: str, targets: Targets) -> Plan[int]:
         """Delete jobs in any state."""
