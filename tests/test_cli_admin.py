@@ -8,6 +8,7 @@ runs the installed ``alkstore`` script with its output piped.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -305,3 +306,40 @@ def test_every_admin_command_is_registered_and_the_dsn_may_come_from_the_environ
     store.create_queue("q")
     monkeypatch.setenv("ALKSTORE_DSN", pg_dsn)
     assert [q["name"] for q in run_json(capsys, "queues", "--schema", schema_name)] == ["q"]
+
+
+def _piped(*argv: str) -> subprocess.Popen[str]:
+    """``alkstore ARGV`` as the console script runs it, stdout and stderr pipes, with no
+    ``COLUMNS`` in its environment (as in a pipeline)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    command = [sys.executable, "-m", "alkstore.cli", *argv]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def test_piped_output_keeps_whole_values(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    name = "payments-settlement-" + "x" * 60
+    store.create_queue(name)
+    job_id = store.send(name, {"n": 1})
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    for argv in (("queues",), ("stats",)):
+        out, err = _piped(*argv, *where).communicate(timeout=60)
+        assert err == "" and name in out, out
+    out, err = _piped("jobs", name, *where).communicate(timeout=60)
+    assert err == "" and str(job_id) in out
+
+
+@pytest.mark.parametrize("output", [(), ("--json",)], ids=["table", "json"])
+def test_a_closed_pipe_ends_quietly(
+    output: tuple[str, ...], store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("q")
+    process = _piped("queues", *output, "--dsn", pg_dsn, "--schema", schema_name)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # as `| head` does once it has its lines, before any is written
+    err = process.stderr.read()
+    assert err == ""
+    assert process.wait(timeout=60) == 1

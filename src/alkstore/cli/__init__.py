@@ -3,13 +3,15 @@
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
 its parser and sets ``handler`` (a function taking the parsed arguments and returning the
 exit status). An error a handler raises prints as one line on stderr (exit status 1); with
-``--debug`` (before or after the subcommand) its traceback is shown instead.
+``--debug`` (before or after the subcommand) its traceback is shown instead. A closed
+stdout (``alkstore queues | head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -49,12 +51,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = args.handler(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return closed_pipe()
     except Exception as exc:
         if args.debug:
             raise
         print(f"alkstore {args.command}: {one_line(exc)}", file=sys.stderr)
         return 1
     return status
+
+
+def closed_pipe() -> int:
+    """The exit status of a command whose reader closed stdout (``alkstore queues | head``):
+    1, without a message, as rich ends a table's print then. Stdout is pointed at /dev/null
+    so that flushing it at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1
 
 
 def one_line(exc: BaseException) -> str:
