@@ -143,7 +143,7 @@ def test_queues_queue_and_stats(
     assert stats[0]["oldest_queued_seconds"] >= 0
     assert [s["queue"] for s in run_json(capsys, "stats", *where)] == ["dead", "q"]
     status, _, err = run(capsys, "stats", "q", "nope", *where)
-    assert status == 1 and err == "alkstore stats: queue: queue 'nope' does not exist\n"
+    assert status == 1 and err == "alkstore stats: queue 'nope' does not exist\n"
 
     status, out, _ = run(capsys, "queues", *where)
     assert status == 0 and "dead" in out and "q" in out
@@ -343,3 +343,37 @@ def test_a_closed_pipe_ends_quietly(
     err = process.stderr.read()
     assert err == ""
     assert process.wait(timeout=60) == 1
+
+
+def test_errors_say_it_once_and_an_unknown_flag_shows_the_subcommands_usage(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    process = _piped("stats", "nope", *where)
+    assert process.communicate(timeout=60) == ("", "alkstore stats: queue 'nope' does not exist\n")
+    assert process.returncode == 1
+
+    for command in (("queues",), ("bench", "wal")):
+        process = _piped(*command, "--dsn", pg_dsn, "--bogus")
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and out == ""
+        assert err.startswith(f"usage: alkstore {' '.join(command)} "), err
+        assert err.endswith("error: unrecognized arguments: --bogus\n")
+
+
+def test_redrive_of_a_queue_that_is_no_dead_letter_queue_is_an_error(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("dead")
+    store.create_queue("payments", dead_letter="dead")
+    store.send("payments", {"n": 1})
+    process = _piped("redrive", "payments", "--dsn", pg_dsn, "--schema", schema_name)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out) == (1, "")
+    assert err == (
+        "alkstore redrive: queue 'payments' is no queue's dead-letter queue: nothing was"
+        " redriven (did you mean 'dead'?)\n"
+    )
+    assert store.queue_stats("payments").queued == 1
+    process = _piped("redrive", "dead", "--dsn", pg_dsn, "--schema", schema_name)
+    assert process.communicate(timeout=60) == ("redrove 0 jobs from 'dead'\n", "")

@@ -46,7 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``alkstore`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # refused by the subcommand's parser, so that its usage is the one shown
+        innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         status: int = args.handler(args)
     except KeyboardInterrupt:
@@ -59,6 +62,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"alkstore {args.command}: {one_line(exc)}", file=sys.stderr)
         return 1
     return status
+
+
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand ``args`` chose (``bench wal``'s for ``alkstore bench
+    wal``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(str(getattr(args, action.dest, "")))
+            if chosen is not None:
+                return innermost(chosen, args)
+    return parser
 
 
 def closed_pipe() -> int:
@@ -74,9 +88,11 @@ def closed_pipe() -> int:
 def one_line(exc: BaseException) -> str:
     """An error as one line: alkstore's own errors by their message, others (a driver's
     connection error) prefixed with their type."""
-    from ..core.errors import AlkstoreError
+    from ..core.errors import AlkstoreError, QueueNotFound
     from .common import CliError
 
+    if isinstance(exc, QueueNotFound) and exc.field == "queue":
+        return f"queue {exc.name!r} does not exist"  # not "queue: queue …"
     lines = str(exc).strip().splitlines()
     text = lines[0].strip() if lines else ""
     if isinstance(exc, AlkstoreError | CliError):
