@@ -129,3 +129,41 @@ def test_settings_refuse_an_empty_token_and_a_zero_sampling_interval() -> None:
     with pytest.raises(ValueError, match="sample_seconds"):
         DashboardSettings(dsn="postgresql://x/y", sample_seconds=0)
     assert "s3cret" not in repr(DashboardSettings(dsn="postgresql://x/y", token="s3cret"))
+
+
+def test_a_queue_name_with_a_slash_opens_and_its_actions_work(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    installed.create_queue("team/emails")
+    job_id = installed.send("team/emails", {"n": 1})
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url, httpx.Client(base_url=url) as client:
+        for path in ("/queues/team/emails", "/queues/team%2Femails"):
+            page = client.get(path)
+            assert page.status_code == 200 and "Queue team/emails" in page.text, path
+        job = client.get(f"/queues/team/emails/jobs/{job_id}")
+        assert job.status_code == 200 and str(job_id) in job.text
+        csrf = re.search(r'name="csrf" value="([^"]+)"', job.text)
+        assert csrf is not None
+        done = client.post(f"/queues/team/emails/jobs/{job_id}/cancel", data={"csrf": csrf[1]})
+        assert done.status_code == 303
+        assert done.headers["location"] == f"/queues/team/emails/jobs/{job_id}?done=cancel+1"
+        paused = client.post("/queues/team/emails/pause", data={"csrf": csrf[1]})
+        assert paused.status_code == 303
+    assert installed.get_job("team/emails", job_id).state == alkstore.JobState.CANCELLED
+    assert installed.get_queue("team/emails").paused
+
+
+def test_an_invalid_queue_name_is_400_and_done_shows_only_the_servers_words(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url, httpx.Client(base_url=url) as client:
+        bad = client.get("/queues/%3Cscript%3E")
+        assert bad.status_code == 400 and "Traceback" not in bad.text
+        assert "&lt;script&gt;" in bad.text and "<script>" not in bad.text
+        spoofed = client.get("/queues/emails", params={"done": "your account is locked"})
+        assert spoofed.status_code == 200 and "account" not in spoofed.text
+        assert 'class="done"' not in spoofed.text
+        real = client.get("/queues/emails", params={"done": "pause 1"})
+        assert '<p class="done" role="status">Done: pause 1</p>' in real.text
