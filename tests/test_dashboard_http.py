@@ -167,3 +167,86 @@ def test_an_invalid_queue_name_is_400_and_done_shows_only_the_servers_words(
         assert 'class="done"' not in spoofed.text
         real = client.get("/queues/emails", params={"done": "pause 1"})
         assert '<p class="done" role="status">Done: pause 1</p>' in real.text
+
+
+def _start(*argv: str, token: str | None = None) -> tuple[subprocess.Popen[str], str, list[str]]:
+    """``alkstore dashboard ARGV --port 0`` with stdout and stderr on one pipe, read until it
+    serves: (the process, its URL, the lines it printed so far)."""
+    command = [sys.executable, "-m", "alkstore.cli", "dashboard", *argv, "--port", "0"]
+    env = {k: v for k, v in os.environ.items() if k != "ALKSTORE_DASHBOARD_TOKEN"}
+    env.update({"PYTHONUNBUFFERED": "1"} | ({"ALKSTORE_DASHBOARD_TOKEN": token} if token else {}))
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:  # ends when the process does: a failed start fails here
+        lines.append(line)
+        found = re.search(r"Uvicorn running on http://\S+:(\d+)", line)
+        if found:
+            return process, f"http://127.0.0.1:{found[1]}", lines
+    process.wait(timeout=20)
+    raise AssertionError("".join(lines))
+
+
+def _stop(process: subprocess.Popen[str]) -> str:
+    """Stop the dashboard; what it printed after it started serving."""
+    process.terminate()
+    out, _ = process.communicate(timeout=20)
+    return out
+
+
+def test_the_token_stays_out_of_the_access_log(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    process, url, _ = _start("--dsn", pg_dsn, "--schema", schema_name, token="t0ken-xyz")
+    try:
+        with httpx.Client(base_url=url) as client:
+            entry = client.get("/queues/emails?token=t0ken-xyz&state=failed")
+            assert entry.status_code == 303
+            assert entry.headers["location"] == "/queues/emails?state=failed"
+            assert client.get(entry.headers["location"]).status_code == 200
+    finally:
+        log = _stop(process)
+    assert '"GET /queues/emails?token=***&state=failed HTTP/1.1" 303' in log, log
+    assert "t0ken-xyz" not in log
+
+
+def test_the_cookie_is_secure_over_https(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, token="s3cret")
+    with serve(settings) as url, httpx.Client(base_url=url) as client:
+        plain = client.get("/?token=s3cret").headers["set-cookie"].lower()
+        client.cookies.clear()
+        # uvicorn takes the scheme from a proxy on 127.0.0.1 (its forwarded_allow_ips)
+        https = client.get("/?token=s3cret", headers={"X-Forwarded-Proto": "https"})
+    assert "secure" not in plain.split("; ")
+    cookie = https.headers["set-cookie"].lower().split("; ")
+    assert {"secure", "httponly", "samesite=strict"} <= set(cookie)
+
+
+def test_serving_beyond_localhost_without_a_token_warns(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    where = ("--dsn", pg_dsn, "--schema", schema_name, "--host", "0.0.0.0")
+    process, _, lines = _start(*where)
+    _stop(process)
+    assert (
+        "alkstore dashboard: warning: serving on 0.0.0.0 without a token: anyone who can reach"
+        " it can see and change every job (set --token or $ALKSTORE_DASHBOARD_TOKEN)\n"
+    ) in lines
+    process, _, lines = _start(*where, token="t")
+    _stop(process)
+    assert not any("warning" in line for line in lines)
+
+
+def test_a_missing_schema_is_one_line(pg_dsn: str, schema_name: str) -> None:
+    command = [sys.executable, "-m", "alkstore.cli", "dashboard", "--dsn", pg_dsn]
+    command += ["--schema", schema_name, "--port", "0"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"alkstore dashboard: schema {schema_name!r} is not installed in that database"
+        " (alkstore migrate installs it; the dashboard never does)\n"
+    )

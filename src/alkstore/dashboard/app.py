@@ -122,6 +122,28 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+async def open_store(settings: DashboardSettings) -> alkstore.AsyncStore:
+    """The store of ``settings``, never creating its schema: a schema that is not installed is
+    a :class:`DashboardError`."""
+    store = await alkstore.connect_async(
+        settings.dsn,
+        engine=settings.engine,
+        driver=settings.driver,
+        schema=settings.schema,
+        migrate=False,
+    )
+    try:
+        if await store.schema_version() is None:
+            raise DashboardError(
+                f"schema {settings.schema!r} is not installed in that database "
+                "(alkstore migrate installs it; the dashboard never does)"
+            )
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
 def create_app(settings: DashboardSettings) -> Starlette:
     """The dashboard as an ASGI app; it opens its store on startup and closes it on shutdown."""
     env = _env()
@@ -131,22 +153,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        store = await alkstore.connect_async(
-            settings.dsn,
-            engine=settings.engine,
-            driver=settings.driver,
-            schema=settings.schema,
-            migrate=False,
-        )
-        try:
-            if await store.schema_version() is None:
-                raise DashboardError(
-                    f"schema {settings.schema!r} is not installed in that database "
-                    "(alkstore migrate installs it; the dashboard never does)"
-                )
-        except BaseException:
-            await store.close()
-            raise
+        store = await open_store(settings)
         state["store"] = store
         sampler = asyncio.create_task(_sample(store, history, settings.sample_seconds))
         try:

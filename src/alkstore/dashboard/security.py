@@ -6,6 +6,8 @@ forbids scripts outright, and job data (untrusted input) is escaped by Jinja2's 
 
 from __future__ import annotations
 
+import logging
+import re
 import secrets
 from urllib.parse import urlencode
 
@@ -37,8 +39,9 @@ class GuardMiddleware:
     """Refuse a request without the token (when one is set) and add the safety headers.
 
     The token is accepted as ``Authorization: Bearer …``, from the cookie, or once as
-    ``?token=…``, which sets the cookie (HttpOnly, SameSite=Strict) and redirects to the
-    same page without it, so the token does not stay in the address bar or history.
+    ``?token=…``, which sets the cookie (HttpOnly, SameSite=Strict, and Secure when served
+    over https) and redirects to the same page without it, so the token does not stay in the
+    address bar or history (:class:`TokenLogFilter` keeps it out of the access log).
     """
 
     def __init__(self, app: ASGIApp, *, token: str | None) -> None:
@@ -79,12 +82,36 @@ class GuardMiddleware:
             target = request.url.path + (f"?{rest}" if rest else "")
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(
-                TOKEN_COOKIE, self.token, httponly=True, samesite="strict", path="/"
+                TOKEN_COOKIE,
+                self.token,
+                httponly=True,
+                samesite="strict",
+                secure=request.url.scheme == "https",  # never sent back over plain http then
+                path="/",
             )
             return response
         return PlainTextResponse(
             "401: this dashboard needs its token (open it once with ?token=…)", status_code=401
         )
+
+
+class TokenLogFilter(logging.Filter):
+    """Blanks the value of a ``token`` query parameter in uvicorn's access log lines (the
+    request that brings ``?token=…`` is logged with its query)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record's string arguments (uvicorn's access formatter reads them one
+        by one, so they keep their places); always log the line."""
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                TOKEN_IN_QUERY.sub(r"\1***", arg) if isinstance(arg, str) else arg
+                for arg in record.args
+            )
+        return True
+
+
+TOKEN_IN_QUERY = re.compile(r"([?&]token=)[^&#\s]*")
+"""A ``token`` parameter in a URL's query; group 1 is what stays of it."""
 
 
 SAFETY_HEADERS = {
