@@ -323,13 +323,16 @@ def test_piped_output_keeps_whole_values(
 ) -> None:
     name = "payments-settlement-" + "x" * 60
     store.create_queue(name)
-    job_id = store.send(name, {"n": 1})
+    data = {"note": "a long note " * 10}
+    job_id = store.send(name, data)
     where = ("--dsn", pg_dsn, "--schema", schema_name)
     for argv in (("queues",), ("stats",)):
         out, err = _piped(*argv, *where).communicate(timeout=60)
         assert err == "" and name in out, out
-    out, err = _piped("jobs", name, *where).communicate(timeout=60)
-    assert err == "" and str(job_id) in out
+    whole = json.dumps(data, separators=(",", ":"))
+    for argv in (("jobs", name), ("job", name, str(job_id))):
+        out, err = _piped(*argv, *where).communicate(timeout=60)
+        assert err == "" and str(job_id) in out and whole in out, out
 
 
 @pytest.mark.parametrize("output", [(), ("--json",)], ids=["table", "json"])

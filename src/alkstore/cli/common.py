@@ -140,13 +140,19 @@ def console() -> Console:
     return terminal if terminal.is_terminal else Console(width=PIPED_WIDTH)
 
 
+def on_terminal() -> bool:
+    """Whether results print on a terminal (else they are piped: nothing is cut)."""
+    return Console().is_terminal
+
+
 def when(value: dt.datetime | None) -> str:
     """A timestamp for a table cell (UTC, to the second)."""
     return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
 
 
 def brief(data: Any, width: int = 40) -> str:
-    """A job's data for a table cell: compact JSON, cut at ``width`` characters, with rich
-    markup escaped (``[bold]`` in a job's data prints as it is)."""
+    """A job's data for a table cell: compact JSON, cut at ``width`` characters on a terminal
+    (whole when piped), with rich markup escaped (``[bold]`` in a job's data prints as it is)."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return escape(text if len(text) <= width else text[: width - 1] + "…")
+    cut = len(text) > width and on_terminal()
+    return escape(text[: width - 1] + "…" if cut else text)
