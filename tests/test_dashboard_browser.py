@@ -286,3 +286,21 @@ def test_a_queue_named_with_a_slash_opens_and_links_cannot_put_words_in_its_mout
         assert response is not None and response.status == 400
         expect(page.locator("body")).to_contain_text("<script>")  # shown as text
         assert page.dialogs == []
+
+
+def test_the_token_page_asks_for_the_token_and_opens_the_page(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("emails")
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, token="s3cret")
+    with serve(settings) as url:
+        response = page.goto(f"{url}/queues/emails?state=failed")
+        assert response is not None and response.status == 401
+        page.get_by_label("token").fill("wrong")
+        page.get_by_role("button", name="Open").click()
+        playwright_api.expect(page.locator("h1")).to_have_text("401")
+        page.get_by_label("token").fill("s3cret")
+        page.get_by_role("button", name="Open").click()
+        playwright_api.expect(page.locator("h1")).to_have_text("Queue emails")
+        assert page.url == f"{url}/queues/emails?state=failed"  # no token left in it
+        playwright_api.expect(page.get_by_label("failed")).to_be_checked()

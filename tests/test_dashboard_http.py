@@ -31,9 +31,13 @@ def test_a_token_is_required_and_remembered_in_a_strict_cookie(
 ) -> None:
     settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, token="s3cret")
     with serve(settings) as url, httpx.Client(base_url=url) as client:
-        refused = client.get("/")
+        refused = client.get("/queues/emails?state=failed")
         assert refused.status_code == 401
         assert "Content-Security-Policy" in refused.headers
+        assert refused.headers["content-type"].startswith("text/html")
+        assert '<form method="get" action="/queues/emails">' in refused.text
+        assert '<input type="hidden" name="state" value="failed">' in refused.text
+        assert 'type="password" name="token"' in refused.text
         assert client.get("/", headers={"Authorization": "Bearer nope"}).status_code == 401
         assert client.get("/", headers={"Authorization": "Bearer s3cret"}).status_code == 200
 

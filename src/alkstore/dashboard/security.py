@@ -6,13 +6,14 @@ forbids scripts outright, and job data (untrusted input) is escaped by Jinja2's 
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 import secrets
 from urllib.parse import urlencode
 
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_COOKIE = "alkstore_token"
@@ -90,9 +91,25 @@ class GuardMiddleware:
                 path="/",
             )
             return response
-        return PlainTextResponse(
-            "401: this dashboard needs its token (open it once with ?token=…)", status_code=401
-        )
+        return HTMLResponse(_token_form(request), status_code=401)
+
+
+def _token_form(request: Request) -> str:
+    """The 401 page: a form that asks for the token and opens the same page with it (the
+    ``?token=`` entry above), keeping the page's other query parameters."""
+    kept = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, v in request.query_params.multi_items()
+        if k != "token"
+    )
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        "<title>401 · alkstore dashboard</title></head><body><h1>401</h1>"
+        "<p>This dashboard needs its token.</p>"
+        f'<form method="get" action="{html.escape(request.url.path)}">{kept}'
+        '<label>token <input type="password" name="token" autocomplete="current-password"'
+        " required autofocus></label> <button>Open</button></form></body></html>"
+    )
 
 
 class TokenLogFilter(logging.Filter):
