@@ -46,6 +46,10 @@ def test_a_token_is_required_and_remembered_in_a_strict_cookie(
         assert entry.headers["location"] == "/queues/emails?state=failed"
         cookie = entry.headers["set-cookie"].lower()
         assert "httponly" in cookie and "samesite=strict" in cookie
+        value = client.cookies["alkstore_token"]
+        assert "s3cret" not in value  # a keyed hash, no bearer token
+        bearer = {"Authorization": f"Bearer {value}"}
+        assert httpx.get(f"{url}/", headers=bearer).status_code == 401
         page = client.get(entry.headers["location"])
         assert page.status_code == 200 and "Queue emails" in page.text
 

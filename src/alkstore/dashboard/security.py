@@ -6,6 +6,8 @@ forbids scripts outright, and job data (untrusted input) is escaped by Jinja2's 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import html
 import logging
 import re
@@ -17,7 +19,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 TOKEN_COOKIE = "alkstore_token"
-"""The cookie that remembers a valid ``?token=`` so links need not carry it."""
+"""The cookie that remembers a valid ``?token=`` so links need not carry it (it holds
+:func:`cookie_value`, not the token)."""
 
 CSP = (
     "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
@@ -48,6 +51,7 @@ class GuardMiddleware:
     def __init__(self, app: ASGIApp, *, token: str | None) -> None:
         self.app = app
         self.token = token
+        self.cookie = None if token is None else cookie_value(token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the token, then pass the request on with the safety headers added."""
@@ -71,11 +75,11 @@ class GuardMiddleware:
         await self.app(scope, receive, send_with_headers)  # type: ignore[arg-type]
 
     def _check(self, request: Request) -> Response | None:
-        assert self.token is not None
+        assert self.token is not None and self.cookie is not None
         header = request.headers.get("authorization", "")
         if header.startswith("Bearer ") and same(header[7:], self.token):
             return None
-        if same(request.cookies.get(TOKEN_COOKIE), self.token):
+        if same(request.cookies.get(TOKEN_COOKIE), self.cookie):
             return None
         query = request.query_params
         if same(query.get("token"), self.token) and request.method == "GET":
@@ -84,7 +88,7 @@ class GuardMiddleware:
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(
                 TOKEN_COOKIE,
-                self.token,
+                self.cookie,
                 httponly=True,
                 samesite="strict",
                 secure=request.url.scheme == "https",  # never sent back over plain http then
@@ -92,6 +96,13 @@ class GuardMiddleware:
             )
             return response
         return HTMLResponse(_token_form(request), status_code=401)
+
+
+def cookie_value(token: str) -> str:
+    """What the cookie holds for ``token``: a keyed hash of it, not the token itself, so a
+    cookie read off a browser is no bearer token (for ``/`` with ``Authorization`` or a
+    scraper)."""
+    return hmac.new(token.encode(), b"alkstore dashboard cookie", hashlib.sha256).hexdigest()
 
 
 def _token_form(request: Request) -> str:
