@@ -380,3 +380,43 @@ def test_redrive_of_a_queue_that_is_no_dead_letter_queue_is_an_error(
     assert store.queue_stats("payments").queued == 1
     process = _piped("redrive", "dead", "--dsn", pg_dsn, "--schema", schema_name)
     assert process.communicate(timeout=60) == ("redrove 0 jobs from 'dead'\n", "")
+
+
+def test_pause_and_resume_a_queue_and_list_and_remove_schedules(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("reports")
+    store.schedule("reports", "0 3 * * *", {"kind": "nightly"}, tz="Europe/Paris", key="n")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    assert _piped("pause-queue", "reports", *where).communicate(timeout=60) == (
+        "queue 'reports' is paused\n",
+        "",
+    )
+    assert store.get_queue("reports").paused  # type: ignore[union-attr]
+    out, err = _piped("resume-queue", "reports", "--json", *where).communicate(timeout=60)
+    assert json.loads(out) == {"queue": "reports", "paused": False} and err == ""
+    assert not store.get_queue("reports").paused  # type: ignore[union-attr]
+    process = _piped("pause-queue", "nope", *where)
+    assert process.communicate(timeout=60) == (
+        "",
+        "alkstore pause-queue: queue 'nope' does not exist\n",
+    )
+
+    out, err = _piped("schedules", *where).communicate(timeout=60)
+    assert (
+        err == "" and "0 3 * * *" in out and "Europe/Paris" in out and '{"kind":"nightly"}' in out
+    )
+    (listed,) = json.loads(_piped("schedules", "--json", *where).communicate(timeout=60)[0])
+    assert (listed["name"], listed["key"], listed["cron"]) == ("reports", "n", "0 3 * * *")
+    process = _piped("unschedule", "reports", *where)
+    assert process.communicate(timeout=60) == (
+        "",
+        "alkstore unschedule: no schedule of queue 'reports' with key ''\n",
+    )
+    assert process.returncode == 1
+    assert _piped("unschedule", "reports", "--key", "n", *where).communicate(timeout=60) == (
+        "removed the schedule of queue 'reports' with key 'n'\n",
+        "",
+    )
+    assert store.schedules() == []

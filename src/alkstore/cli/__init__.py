@@ -22,6 +22,7 @@ SUBCOMMANDS = (
     "bench",
     "admin",
     "jobs",
+    "schedules",
     "schema",
     "worker",
     "dashboard",
