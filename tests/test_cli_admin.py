@@ -420,3 +420,35 @@ def test_pause_and_resume_a_queue_and_list_and_remove_schedules(
         "",
     )
     assert store.schedules() == []
+
+
+def test_create_and_update_a_queue_with_options(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    assert _piped("create-queue", "email.dead", *where).communicate(timeout=60)[1] == ""
+    argv = ("create-queue", "email", "--set", "retry_limit=5", "--set", "dead_letter=email.dead")
+    out, err = _piped(*argv, "--json", *where).communicate(timeout=60)
+    assert err == "" and json.loads(out)["options"]["dead_letter"] == "email.dead"
+    queue = store.get_queue("email")
+    assert queue is not None and queue.options.retry_limit == 5
+
+    out, err = _piped("update-queue", "email", "--set", "retry_backoff=true", *where).communicate(
+        timeout=60
+    )
+    assert err == "" and out.startswith("updated queue 'email': ") and "retry_backoff=true" in out
+    assert store.get_queue("email").options.retry_backoff is True  # type: ignore[union-attr]
+
+    for argv, message in (
+        (("update-queue", "email", "--set", "retry_limit=x"), "retry_limit='x': must be"),
+        (("update-queue", "email", "--set", "bogus=1"), "bogus=1: unknown option"),
+        (("update-queue", "email"), "nothing to update: give at least one --set"),
+        (("create-queue", "email"), "queue 'email' already exists"),
+        (("create-queue", "x", "--set", "retry_limit"), "--set 'retry_limit': expected NAME=VALUE"),
+    ):
+        process = _piped(*argv, *where)
+        out, err = process.communicate(timeout=60)
+        assert (process.returncode, out) == (1, "")
+        assert err.startswith(f"alkstore {argv[0]}: {message}"), err
+    assert store.get_queue("x") is None
+    assert store.get_queue("email").options.retry_limit == 5  # type: ignore[union-attr]

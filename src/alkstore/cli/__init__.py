@@ -22,6 +22,7 @@ SUBCOMMANDS = (
     "bench",
     "admin",
     "jobs",
+    "queue_options",
     "schedules",
     "schema",
     "worker",
