@@ -8,6 +8,7 @@ runs the installed ``alkstore`` script with its output piped.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -142,7 +143,7 @@ def test_queues_queue_and_stats(
     assert stats[0]["oldest_queued_seconds"] >= 0
     assert [s["queue"] for s in run_json(capsys, "stats", *where)] == ["dead", "q"]
     status, _, err = run(capsys, "stats", "q", "nope", *where)
-    assert status == 1 and err == "alkstore stats: queue: queue 'nope' does not exist\n"
+    assert status == 1 and err == "alkstore stats: queue 'nope' does not exist\n"
 
     status, out, _ = run(capsys, "queues", *where)
     assert status == 0 and "dead" in out and "q" in out
@@ -305,3 +306,149 @@ def test_every_admin_command_is_registered_and_the_dsn_may_come_from_the_environ
     store.create_queue("q")
     monkeypatch.setenv("ALKSTORE_DSN", pg_dsn)
     assert [q["name"] for q in run_json(capsys, "queues", "--schema", schema_name)] == ["q"]
+
+
+def _piped(*argv: str) -> subprocess.Popen[str]:
+    """``alkstore ARGV`` as the console script runs it, stdout and stderr pipes, with no
+    ``COLUMNS`` in its environment (as in a pipeline)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    command = [sys.executable, "-m", "alkstore.cli", *argv]
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+
+
+def test_piped_output_keeps_whole_values(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    name = "payments-settlement-" + "x" * 60
+    store.create_queue(name)
+    data = {"note": "a long note " * 10}
+    job_id = store.send(name, data)
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    for argv in (("queues",), ("stats",)):
+        out, err = _piped(*argv, *where).communicate(timeout=60)
+        assert err == "" and name in out, out
+    whole = json.dumps(data, separators=(",", ":"))
+    for argv in (("jobs", name), ("job", name, str(job_id))):
+        out, err = _piped(*argv, *where).communicate(timeout=60)
+        assert err == "" and str(job_id) in out and whole in out, out
+
+
+@pytest.mark.parametrize("output", [(), ("--json",)], ids=["table", "json"])
+def test_a_closed_pipe_ends_quietly(
+    output: tuple[str, ...], store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("q")
+    process = _piped("queues", *output, "--dsn", pg_dsn, "--schema", schema_name)
+    assert process.stdout is not None and process.stderr is not None
+    process.stdout.close()  # as `| head` does once it has its lines, before any is written
+    err = process.stderr.read()
+    assert err == ""
+    assert process.wait(timeout=60) == 1
+
+
+def test_errors_say_it_once_and_an_unknown_flag_shows_the_subcommands_usage(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    process = _piped("stats", "nope", *where)
+    assert process.communicate(timeout=60) == ("", "alkstore stats: queue 'nope' does not exist\n")
+    assert process.returncode == 1
+
+    for command in (("queues",), ("bench", "wal")):
+        process = _piped(*command, "--dsn", pg_dsn, "--bogus")
+        out, err = process.communicate(timeout=60)
+        assert process.returncode == 2 and out == ""
+        assert err.startswith(f"usage: alkstore {' '.join(command)} "), err
+        assert err.endswith("error: unrecognized arguments: --bogus\n")
+
+
+def test_redrive_of_a_queue_that_is_no_dead_letter_queue_is_an_error(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("dead")
+    store.create_queue("payments", dead_letter="dead")
+    store.send("payments", {"n": 1})
+    process = _piped("redrive", "payments", "--dsn", pg_dsn, "--schema", schema_name)
+    out, err = process.communicate(timeout=60)
+    assert (process.returncode, out) == (1, "")
+    assert err == (
+        "alkstore redrive: queue 'payments' is no queue's dead-letter queue: nothing was"
+        " redriven (did you mean 'dead'?)\n"
+    )
+    assert store.queue_stats("payments").queued == 1
+    process = _piped("redrive", "dead", "--dsn", pg_dsn, "--schema", schema_name)
+    assert process.communicate(timeout=60) == ("redrove 0 jobs from 'dead'\n", "")
+
+
+def test_pause_and_resume_a_queue_and_list_and_remove_schedules(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("reports")
+    store.schedule("reports", "0 3 * * *", {"kind": "nightly"}, tz="Europe/Paris", key="n")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    assert _piped("pause-queue", "reports", *where).communicate(timeout=60) == (
+        "queue 'reports' is paused\n",
+        "",
+    )
+    assert store.get_queue("reports").paused  # type: ignore[union-attr]
+    out, err = _piped("resume-queue", "reports", "--json", *where).communicate(timeout=60)
+    assert json.loads(out) == {"queue": "reports", "paused": False} and err == ""
+    assert not store.get_queue("reports").paused  # type: ignore[union-attr]
+    process = _piped("pause-queue", "nope", *where)
+    assert process.communicate(timeout=60) == (
+        "",
+        "alkstore pause-queue: queue 'nope' does not exist\n",
+    )
+
+    out, err = _piped("schedules", *where).communicate(timeout=60)
+    assert (
+        err == "" and "0 3 * * *" in out and "Europe/Paris" in out and '{"kind":"nightly"}' in out
+    )
+    (listed,) = json.loads(_piped("schedules", "--json", *where).communicate(timeout=60)[0])
+    assert (listed["name"], listed["key"], listed["cron"]) == ("reports", "n", "0 3 * * *")
+    process = _piped("unschedule", "reports", *where)
+    assert process.communicate(timeout=60) == (
+        "",
+        "alkstore unschedule: no schedule of queue 'reports' with key ''\n",
+    )
+    assert process.returncode == 1
+    assert _piped("unschedule", "reports", "--key", "n", *where).communicate(timeout=60) == (
+        "removed the schedule of queue 'reports' with key 'n'\n",
+        "",
+    )
+    assert store.schedules() == []
+
+
+def test_create_and_update_a_queue_with_options(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    assert _piped("create-queue", "email.dead", *where).communicate(timeout=60)[1] == ""
+    argv = ("create-queue", "email", "--set", "retry_limit=5", "--set", "dead_letter=email.dead")
+    out, err = _piped(*argv, "--json", *where).communicate(timeout=60)
+    assert err == "" and json.loads(out)["options"]["dead_letter"] == "email.dead"
+    queue = store.get_queue("email")
+    assert queue is not None and queue.options.retry_limit == 5
+
+    out, err = _piped("update-queue", "email", "--set", "retry_backoff=true", *where).communicate(
+        timeout=60
+    )
+    assert err == "" and out.startswith("updated queue 'email': ") and "retry_backoff=true" in out
+    assert store.get_queue("email").options.retry_backoff is True  # type: ignore[union-attr]
+
+    for argv, message in (
+        (("update-queue", "email", "--set", "retry_limit=x"), "retry_limit='x': must be"),
+        (("update-queue", "email", "--set", "bogus=1"), "bogus=1: unknown option"),
+        (("update-queue", "email"), "nothing to update: give at least one --set"),
+        (("create-queue", "email"), "queue 'email' already exists"),
+        (("create-queue", "x", "--set", "retry_limit"), "--set 'retry_limit': expected NAME=VALUE"),
+    ):
+        process = _piped(*argv, *where)
+        out, err = process.communicate(timeout=60)
+        assert (process.returncode, out) == (1, "")
+        assert err.startswith(f"alkstore {argv[0]}: {message}"), err
+    assert store.get_queue("x") is None
+    assert store.get_queue("email").options.retry_limit == 5  # type: ignore[union-attr]

@@ -260,3 +260,47 @@ def test_pause_resume_filters_and_flow_dependencies(
         expect(page.locator("#flow a.mono")).to_have_text(str(flow["invoice"]))
         page.goto(f"{url}/queues/orders/jobs/{store.list_jobs('orders', limit=1)[0].id}")
         expect(page.locator("#flow")).to_have_count(0)  # not in a flow
+
+
+def test_a_queue_named_with_a_slash_opens_and_links_cannot_put_words_in_its_mouth(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    expect = playwright_api.expect
+    store.create_queue("team/emails")
+    job_id = store.send("team/emails", {"to": "a@example.com"})
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url:
+        page.goto(url)
+        page.get_by_role("link", name="team/emails", exact=True).click()
+        expect(page.locator("h1")).to_have_text("Queue team/emails")
+        page.locator("tbody tr a.mono").click()
+        page.get_by_role("button", name="Cancel").click()
+        expect(page.locator(".done")).to_have_text("Done: cancel 1")
+        assert state_of(store, "team/emails", job_id) == JobState.CANCELLED
+
+        page.goto(f"{url}/queues/team%2Femails?done=Your+session+expired,+log+in+at+evil.example")
+        expect(page.locator("h1")).to_have_text("Queue team/emails")
+        expect(page.locator(".done")).to_have_count(0)
+
+        response = page.goto(f"{url}/queues/%3Cscript%3E")
+        assert response is not None and response.status == 400
+        expect(page.locator("body")).to_contain_text("<script>")  # shown as text
+        assert page.dialogs == []
+
+
+def test_the_token_page_asks_for_the_token_and_opens_the_page(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("emails")
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name, token="s3cret")
+    with serve(settings) as url:
+        response = page.goto(f"{url}/queues/emails?state=failed")
+        assert response is not None and response.status == 401
+        page.get_by_label("token").fill("wrong")
+        page.get_by_role("button", name="Open").click()
+        playwright_api.expect(page.locator("h1")).to_have_text("401")
+        page.get_by_label("token").fill("s3cret")
+        page.get_by_role("button", name="Open").click()
+        playwright_api.expect(page.locator("h1")).to_have_text("Queue emails")
+        assert page.url == f"{url}/queues/emails?state=failed"  # no token left in it
+        playwright_api.expect(page.get_by_label("failed")).to_be_checked()

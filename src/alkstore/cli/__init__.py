@@ -3,13 +3,15 @@
 Each subcommand lives in its own module with a ``register(subparsers)`` function that adds
 its parser and sets ``handler`` (a function taking the parsed arguments and returning the
 exit status). An error a handler raises prints as one line on stderr (exit status 1); with
-``--debug`` (before or after the subcommand) its traceback is shown instead.
+``--debug`` (before or after the subcommand) its traceback is shown instead. A closed
+stdout (``alkstore queues | head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
@@ -20,6 +22,8 @@ SUBCOMMANDS = (
     "bench",
     "admin",
     "jobs",
+    "queue_options",
+    "schedules",
     "schema",
     "worker",
     "dashboard",
@@ -44,11 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``alkstore`` console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # refused by the subcommand's parser, so that its usage is the one shown
+        innermost(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         status: int = args.handler(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return closed_pipe()
     except Exception as exc:
         if args.debug:
             raise
@@ -57,12 +66,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
+def innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand ``args`` chose (``bench wal``'s for ``alkstore bench
+    wal``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(str(getattr(args, action.dest, "")))
+            if chosen is not None:
+                return innermost(chosen, args)
+    return parser
+
+
+def closed_pipe() -> int:
+    """The exit status of a command whose reader closed stdout (``alkstore queues | head``):
+    1, without a message, as rich ends a table's print then. Stdout is pointed at /dev/null
+    so that flushing it at exit does not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1
+
+
 def one_line(exc: BaseException) -> str:
     """An error as one line: alkstore's own errors by their message, others (a driver's
     connection error) prefixed with their type."""
-    from ..core.errors import AlkstoreError
+    from ..core.errors import AlkstoreError, QueueNotFound
     from .common import CliError
 
+    if isinstance(exc, QueueNotFound) and exc.field == "queue":
+        return f"queue {exc.name!r} does not exist"  # not "queue: queue …"
     lines = str(exc).strip().splitlines()
     text = lines[0].strip() if lines else ""
     if isinstance(exc, AlkstoreError | CliError):

@@ -1,4 +1,5 @@
-"""``alkstore queues``, ``queue NAME`` and ``stats``: read-only views of a store's queues.
+"""``alkstore queues``, ``queue NAME`` and ``stats`` (read-only views of a store's queues),
+``pause-queue`` and ``resume-queue``.
 
 None of them creates or migrates a schema (see :mod:`.common`).
 """
@@ -6,6 +7,7 @@ None of them creates or migrates a schema (see :mod:`.common`).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from rich.table import Table
@@ -40,6 +42,12 @@ def register(subparsers: Any) -> None:
     stats.add_argument("names", nargs="*", metavar="QUEUE", help="these queues (default: all)")
     add_store_arguments(stats, json_help="print the statistics as a JSON list")
     stats.set_defaults(handler=_stats)
+
+    for verb, text in (("pause", "stop fetch handing out"), ("resume", "let fetch hand out")):
+        parser = subparsers.add_parser(f"{verb}-queue", help=f"{text} a queue's jobs")
+        parser.add_argument("name")
+        add_store_arguments(parser, json_help='print {"queue", "paused"}')
+        parser.set_defaults(handler=_pauser(verb == "pause"))
 
 
 def _queues(args: argparse.Namespace) -> int:
@@ -92,3 +100,16 @@ def _stats(args: argparse.Namespace) -> int:
         table.add_row(stats.queue, str(stats.queued), str(active), str(stats.total), wait)
     console().print(table)
     return 0
+
+
+def _pauser(pause: bool) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        with open_store(args) as store:  # an unknown queue raises QueueNotFound
+            (store.pause_queue if pause else store.resume_queue)(args.name)
+        if args.json:
+            emit_json({"queue": args.name, "paused": pause})
+        else:
+            console().print(f"queue {args.name!r} is {'paused' if pause else 'running'}")
+        return 0
+
+    return handler

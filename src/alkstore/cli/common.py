@@ -2,8 +2,8 @@
 
 Every admin command connects with ``migrate=False``: only ``alkstore migrate`` installs or
 upgrades a schema, and a command pointed at a schema that is not installed says so in one
-line instead of creating it. Results print as a rich table (plain text when the output is
-not a terminal) or, with ``--json``, as one JSON document on stdout.
+line instead of creating it. Results print as a rich table (plain text with whole values
+when the output is not a terminal) or, with ``--json``, as one JSON document on stdout.
 """
 
 from __future__ import annotations
@@ -129,9 +129,20 @@ def emit_json(document: Any) -> None:
     print(json.dumps(document, indent=2, ensure_ascii=False))
 
 
+PIPED_WIDTH = 1_000_000
+"""The width of piped output: wide enough that no value is cut or wrapped."""
+
+
 def console() -> Console:
-    """The console results print on (rich detects a terminal: piped output is plain)."""
-    return Console()
+    """The console results print on: a terminal's is as wide as the terminal; piped output is
+    plain text (rich detects a terminal) with whole values, whatever ``COLUMNS`` says."""
+    terminal = Console()
+    return terminal if terminal.is_terminal else Console(width=PIPED_WIDTH)
+
+
+def on_terminal() -> bool:
+    """Whether results print on a terminal (else they are piped: nothing is cut)."""
+    return Console().is_terminal
 
 
 def when(value: dt.datetime | None) -> str:
@@ -140,7 +151,8 @@ def when(value: dt.datetime | None) -> str:
 
 
 def brief(data: Any, width: int = 40) -> str:
-    """A job's data for a table cell: compact JSON, cut at ``width`` characters, with rich
-    markup escaped (``[bold]`` in a job's data prints as it is)."""
+    """A job's data for a table cell: compact JSON, cut at ``width`` characters on a terminal
+    (whole when piped), with rich markup escaped (``[bold]`` in a job's data prints as it is)."""
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    return escape(text if len(text) <= width else text[: width - 1] + "…")
+    cut = len(text) > width and on_terminal()
+    return escape(text[: width - 1] + "…" if cut else text)

@@ -6,7 +6,11 @@ It binds 127.0.0.1 unless told otherwise and never creates a schema (docs/dashbo
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
+import ipaddress
 import os
+import sys
 from typing import Any
 
 from .common import CliError, add_connection_arguments
@@ -38,7 +42,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from alkstore.dashboard import DashboardSettings, create_app
+        from alkstore.dashboard import DashboardError, DashboardSettings, create_app
+        from alkstore.dashboard.app import open_store
     except ImportError as exc:
         raise CliError(f"the dashboard needs pip install 'alkstore[dashboard]' ({exc})") from exc
     settings = DashboardSettings(
@@ -49,5 +54,45 @@ def _serve(args: argparse.Namespace) -> int:
         read_only=args.read_only,
         token=args.token or None,
     )
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+
+    async def check() -> None:  # a missing schema in one line, not uvicorn's startup traceback
+        await (await open_store(settings)).close()
+
+    try:
+        asyncio.run(check())
+    except DashboardError as exc:
+        raise CliError(str(exc)) from exc
+    if settings.token is None and not _local(args.host):
+        changes = "see" if settings.read_only else "see and change"
+        print(
+            f"alkstore dashboard: warning: serving on {args.host} without a token: anyone who"
+            f" can reach it can {changes} every job (set --token or ${TOKEN_ENV})",
+            file=sys.stderr,
+        )
+    uvicorn.run(
+        create_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level="info",
+        log_config=_log_config(uvicorn.config.LOGGING_CONFIG),
+    )
     return 0
+
+
+def _local(host: str) -> bool:
+    """Whether ``host`` is a loopback address (only this machine can connect)."""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to anything
+        return False
+
+
+def _log_config(base: dict[str, Any]) -> dict[str, Any]:
+    """uvicorn's logging configuration ``base`` with the dashboard's token kept out of its
+    access log."""
+    config = copy.deepcopy(base)
+    config.setdefault("filters", {})["no_token"] = {
+        "()": "alkstore.dashboard.security.TokenLogFilter"
+    }
+    config["handlers"]["access"].setdefault("filters", []).append("no_token")
+    return config

@@ -147,8 +147,22 @@ def _changer(
 def _redrive(args: argparse.Namespace) -> int:
     with open_store(args) as store:
         moved = store.redrive(args.dlq, to=args.to, limit=args.limit)
+        if moved == 0:
+            _refuse_a_queue_that_is_no_dead_letter_queue(store, args.dlq)
     if args.json:
         emit_json({"queue": args.dlq, "redriven": moved})
     else:
         console().print(f"redrove {moved} jobs from {args.dlq!r}")
     return 0
+
+
+def _refuse_a_queue_that_is_no_dead_letter_queue(store: alkstore.Store, name: str) -> None:
+    """Raise :class:`CliError` when ``name`` is no queue's dead-letter queue: then a redrive
+    that moved nothing most likely named the source queue. (A queue that holds copies through
+    a job's own ``dead_letter`` moves them, so it never gets here.)"""
+    queues = store.queues()
+    if any(queue.dead_letter == name for queue in queues):
+        return
+    own = next((q.dead_letter for q in queues if q.name == name and q.dead_letter), None)
+    hint = f" (did you mean {own!r}?)" if own else ""
+    raise CliError(f"queue {name!r} is no queue's dead-letter queue: nothing was redriven{hint}")

@@ -122,6 +122,28 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
 
 
+async def open_store(settings: DashboardSettings) -> alkstore.AsyncStore:
+    """The store of ``settings``, never creating its schema: a schema that is not installed is
+    a :class:`DashboardError`."""
+    store = await alkstore.connect_async(
+        settings.dsn,
+        engine=settings.engine,
+        driver=settings.driver,
+        schema=settings.schema,
+        migrate=False,
+    )
+    try:
+        if await store.schema_version() is None:
+            raise DashboardError(
+                f"schema {settings.schema!r} is not installed in that database "
+                "(alkstore migrate installs it; the dashboard never does)"
+            )
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
 def create_app(settings: DashboardSettings) -> Starlette:
     """The dashboard as an ASGI app; it opens its store on startup and closes it on shutdown."""
     env = _env()
@@ -131,22 +153,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        store = await alkstore.connect_async(
-            settings.dsn,
-            engine=settings.engine,
-            driver=settings.driver,
-            schema=settings.schema,
-            migrate=False,
-        )
-        try:
-            if await store.schema_version() is None:
-                raise DashboardError(
-                    f"schema {settings.schema!r} is not installed in that database "
-                    "(alkstore migrate installs it; the dashboard never does)"
-                )
-        except BaseException:
-            await store.close()
-            raise
+        store = await open_store(settings)
         state["store"] = store
         sampler = asyncio.create_task(_sample(store, history, settings.sample_seconds))
         try:
@@ -163,7 +170,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             csrf=csrf,
             read_only=settings.read_only,
             states=list(JobState),
-            done=request.query_params.get("done"),
+            done=_done(request.query_params.get("done")),
             **context,
         )
         return HTMLResponse(body)
@@ -270,26 +277,34 @@ def create_app(settings: DashboardSettings) -> Starlette:
     async def http_error(request: Request, exc: Exception) -> Response:
         if isinstance(exc, QueueNotFound):  # a queue deleted while its page was open
             exc = HTTPException(404, str(exc))
+        elif isinstance(exc, InvalidOptions):  # not a queue name (/queues/%3Cscript%3E)
+            exc = HTTPException(400, str(exc))
         assert isinstance(exc, HTTPException)
         response = render(request, "error.html", status=exc.status_code, detail=exc.detail)
         response.status_code = exc.status_code
         return response
 
     static = Path(__file__).parent / "static"
+    # A queue name may hold "/" (team/emails): {queue:path} takes it whole, so the longer
+    # routes come first and a queue's page (the rest of the path) last.
     routes = [
         Route("/", queues_page),
         Route("/schedules", schedules_page),
-        Route("/queues/{queue}", jobs_page),
-        Route("/queues/{queue}/{action}", queue_action, methods=["POST"]),
-        Route("/queues/{queue}/jobs/{job}", job_page),
-        Route("/queues/{queue}/jobs/{job}/{action}", job_action, methods=["POST"]),
+        Route("/queues/{queue:path}/jobs/{job}", job_page),
+        Route("/queues/{queue:path}/jobs/{job}/{action}", job_action, methods=["POST"]),
+        Route("/queues/{queue:path}/{action}", queue_action, methods=["POST"]),
+        Route("/queues/{queue:path}", jobs_page),
         Mount("/static", StaticFiles(directory=static), name="static"),
     ]
     return Starlette(
         routes=routes,
         lifespan=lifespan,
         middleware=[Middleware(GuardMiddleware, token=settings.token)],
-        exception_handlers={HTTPException: http_error, QueueNotFound: http_error},
+        exception_handlers={
+            HTTPException: http_error,
+            QueueNotFound: http_error,
+            InvalidOptions: http_error,
+        },
     )
 
 
@@ -354,6 +369,14 @@ async def _sample(store: alkstore.AsyncStore, history: History, every: float) ->
             # The pages show the error of a lost database; the chart just misses a sample.
             LOG.warning("sampling queue counts failed", exc_info=True)
         await asyncio.sleep(every)
+
+
+def _done(code: str | None) -> str | None:
+    """The flash message of an action's redirect (``?done=ACTION+COUNT``, as the action
+    wrote it), or None for anything else: the page never shows text a link made up."""
+    action, _, count = (code or "").partition(" ")
+    known = action in JOB_ACTIONS or action in QUEUE_ACTIONS
+    return f"{action} {int(count)}" if known and count.isdecimal() and len(count) < 10 else None
 
 
 def _uuid_or_none(text: str | None) -> uuid.UUID | None:
