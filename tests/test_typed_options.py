@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 import textwrap
 import typing
 from pathlib import Path
@@ -14,9 +11,7 @@ import pytest
 
 import alkstore
 from alkstore.store import ConnectOptions
-
-MYPY_TIMEOUT = 300
-"""Seconds mypy may take on the snippet (it analyses alkstore too; the machine is shared)."""
+from typecheck import mypy_errors
 
 SNIPPET = textwrap.dedent(
     """\
@@ -49,28 +44,8 @@ EXPECTED = {10, 11, 12, 13, 14, 19, 20, 21}
 
 
 def test_mypy_reports_every_misspelt_option_and_nothing_else(tmp_path: Path) -> None:
-    (tmp_path / "snippet.py").write_text(SNIPPET, encoding="utf-8")
-    (tmp_path / "mypy.ini").write_text("[mypy]\nstrict = True\n", encoding="utf-8")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--config-file",
-            "mypy.ini",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--follow-imports=silent",
-            "snippet.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=MYPY_TIMEOUT,
-        check=False,
-    )
-    errors = re.findall(r"^snippet\.py:(\d+): error: (.*)$", run.stdout, re.MULTILINE)
-    assert {int(line) for line, _ in errors} == EXPECTED, run.stdout + run.stderr
+    errors = mypy_errors(tmp_path, SNIPPET)
+    assert {line for line, _ in errors} == EXPECTED, errors
     messages = "\n".join(message for _, message in errors)
     assert 'Unexpected keyword argument "retires"' in messages
     assert 'Unexpected keyword argument "pool_sise"' in messages

@@ -4,9 +4,6 @@ task sent with a wrong argument name or type, where the call is written."""
 
 from __future__ import annotations
 
-import re
-import subprocess
-import sys
 import textwrap
 import typing
 from pathlib import Path
@@ -19,9 +16,7 @@ from alkstore.core.errors import InvalidOptions
 from alkstore.tasks import TaskOptionsKwargs
 from alkstore.worker import WorkOptions
 from alkstore.worker.options import AppWorkKwargs, WorkKwargs
-
-MYPY_TIMEOUT = 300
-"""Seconds mypy may take on the snippet (it analyses alkstore too; the machine is shared)."""
+from typecheck import mypy_errors
 
 SNIPPET = textwrap.dedent(
     """\
@@ -106,28 +101,8 @@ EXPECTED = {n for n, line in enumerate(SNIPPET.splitlines(), 1) if line.endswith
 
 
 def test_mypy_reports_each_mistake_and_nothing_else(tmp_path: Path) -> None:
-    (tmp_path / "snippet.py").write_text(SNIPPET, encoding="utf-8")
-    (tmp_path / "mypy.ini").write_text("[mypy]\nstrict = True\n", encoding="utf-8")
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy",
-            "--config-file",
-            "mypy.ini",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--follow-imports=silent",
-            "snippet.py",
-        ],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=MYPY_TIMEOUT,
-        check=False,
-    )
-    errors = re.findall(r"^snippet\.py:(\d+): error: (.*)$", run.stdout, re.MULTILINE)
-    assert {int(line) for line, _ in errors} == EXPECTED, run.stdout + run.stderr
+    errors = mypy_errors(tmp_path, SNIPPET)
+    assert {line for line, _ in errors} == EXPECTED, errors
 
 
 def test_the_typed_work_options_are_those_validated_at_run_time() -> None:

@@ -33,12 +33,24 @@ class QueueOptionsKwargs(TypedDict, total=False):
     concurrency_limit: int | None
 
 
-class JobOptionsKwargs(TypedDict, total=False):
-    """Keyword options of ``send`` (see ``JobOptions``)."""
+class PerJobKwargs(TypedDict, total=False):
+    """The options of ``send`` that only a job has, not its queue (see ``JobOptions``)."""
 
-    id: uuid.UUID | str | None
     priority: int | None
     start_after: dt.datetime | dt.timedelta | float | None
+    singleton_key: str | None
+    singleton_seconds: int | None
+    singleton_next_slot: bool | None
+    group_id: str | None
+    group_tier: str | None
+    trace_context: Mapping[str, str] | None
+
+
+class JobOptionsKwargs(PerJobKwargs, total=False):
+    """Keyword options of ``send`` (see ``JobOptions``): its own, and the queue's options it
+    may override for this job."""
+
+    id: uuid.UUID | str | None
     retry_limit: int | None
     retry_delay: int | None
     retry_backoff: bool | None
@@ -47,13 +59,7 @@ class JobOptionsKwargs(TypedDict, total=False):
     heartbeat_seconds: int | None
     retention_seconds: int | None
     deletion_seconds: int | None
-    singleton_key: str | None
-    singleton_seconds: int | None
-    singleton_next_slot: bool | None
-    group_id: str | None
-    group_tier: str | None
     dead_letter: str | None
-    trace_context: Mapping[str, str] | None
 
 
 class ConnectKwargs(TypedDict, total=False):

@@ -3,42 +3,21 @@ task is declared."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 import attrs
 
 from ..core.errors import InvalidOptions
-from ..core.options import JobOptions, Policy, QueueOptions
+from ..core.kwargs import PerJobKwargs, QueueOptionsKwargs
+from ..core.options import JobOptions, QueueOptions
 
 
-class TaskOptionsKwargs(TypedDict, total=False):
+class TaskOptionsKwargs(QueueOptionsKwargs, PerJobKwargs, total=False):
     """Keyword defaults of ``@tasks.task``: the options of the task's queue
     (:class:`~alkstore.QueueOptions`) and of each job it sends (:class:`~alkstore.JobOptions`,
     except ``id``). A name both know (``retry_limit``, ``expire_seconds`` …) goes to the queue,
     which is the task's own."""
-
-    retry_limit: int
-    retry_delay: int
-    retry_backoff: bool
-    retry_delay_max: int | None
-    expire_seconds: int
-    heartbeat_seconds: int | None
-    retention_seconds: int
-    deletion_seconds: int
-    policy: Policy | str
-    dead_letter: str | None
-    partition: bool
-    concurrency_limit: int | None
-    priority: int | None
-    start_after: dt.datetime | dt.timedelta | float | None
-    singleton_key: str | None
-    singleton_seconds: int | None
-    singleton_next_slot: bool | None
-    group_id: str | None
-    group_tier: str | None
-    trace_context: Mapping[str, str] | None
 
 
 QUEUE_FIELDS = frozenset(a.name for a in attrs.fields(QueueOptions))
