@@ -239,12 +239,15 @@ def held(dsn: str, hold: str, table: str, until: threading.Event) -> Iterator[No
             conn.rollback()
         return
 
+    # ``table`` is the schema's job table, its schema quoted by quote_schema.
+    scan = f"SELECT count(*), max(length(data::text)) FROM {table}"
+
     def read(index: int) -> None:
         with psycopg.connect(dsn) as conn:
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             until.wait(index * READER_PAUSE / READERS)
             while not until.is_set():
-                conn.execute(f"SELECT count(*), max(length(data::text)) FROM {table}")
+                conn.execute(scan)
                 until.wait(READER_PAUSE)
             conn.rollback()
 
