@@ -11,7 +11,7 @@
 // lines "timed" and "drained" around the timed drain, then one JSON object on stdout:
 // enqueueSeconds, seconds, ids (every id delivered), fetchSeconds (each fetch call),
 // emptyFetches, peakRssBytes, versions. The harness counts completed jobs in the database.
-import { PgBoss } from 'pg-boss'
+import { startBoss } from './boss.mjs'
 import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -75,15 +75,7 @@ async function drainWork (boss, queue, target, consumers, batchSize, timeoutSeco
   return { seconds, ids, fetchSeconds: [], emptyFetches: 0, timedOut: !finished }
 }
 
-const boss = new PgBoss({
-  connectionString: args.dsn,
-  schema: args.schema,
-  max: args.consumers + 2,
-  supervise: false,
-  schedule: false
-})
-boss.on('error', error => console.error(error))
-await boss.start()
+const boss = await startBoss(args)
 const warmupQueue = `${args.queue}_warmup`
 await boss.createQueue(args.queue)
 await boss.createQueue(warmupQueue)

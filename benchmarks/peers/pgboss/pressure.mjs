@@ -8,7 +8,7 @@
 // Prints "ready" on a line of its own when its clock starts (the harness starts the hold's
 // timeline then), and at the end one JSON object: sent and done ([seconds, count] pairs),
 // fetches ([start, duration] pairs), duplicates.
-import { PgBoss } from 'pg-boss'
+import { startBoss } from './boss.mjs'
 import { readFileSync } from 'node:fs'
 import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -16,15 +16,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 const SEND_TICK = 50
 const args = JSON.parse(readFileSync(0, 'utf8'))
 
-const boss = new PgBoss({
-  connectionString: args.dsn,
-  schema: args.schema,
-  max: args.consumers + 2,
-  supervise: false,
-  schedule: false
-})
-boss.on('error', error => console.error(error))
-await boss.start()
+const boss = await startBoss(args)
 await boss.createQueue(args.queue)
 // A queue with history (args.history jobs sent and completed), then the preparation every
 // system gets (alkstore.bench.server.prepare_drain): VACUUM ANALYZE, CHECKPOINT.

@@ -32,7 +32,14 @@ from .spec import DrainSpec
 
 NAME = "pg-boss"
 QUEUE = "bench"
-FILES = ("package.json", "package-lock.json", "drain.mjs", "latency.mjs", "pressure.mjs")
+FILES = (
+    "package.json",
+    "package-lock.json",
+    "boss.mjs",
+    "drain.mjs",
+    "latency.mjs",
+    "pressure.mjs",
+)
 INSTALL_TIMEOUT = 600.0
 
 
