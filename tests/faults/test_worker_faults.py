@@ -110,6 +110,23 @@ def _tally(store: Any, ids: list[uuid.UUID], returned: list[uuid.UUID]) -> dict[
     }
 
 
+def _tallied_once_all_complete(
+    ids: list[uuid.UUID], returned: list[uuid.UUID], tally: dict[str, int], seconds: float
+) -> Callable[[Any, Any], None]:
+    """A cell's check: wait (up to ``seconds``) until every job of ``ids`` completed, then
+    fill ``tally`` with the cell's counts and the worker's retried settles."""
+
+    def check(store: Any, worker: Any) -> None:
+        wait_for(
+            lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
+            "every completion",
+            seconds,
+        )
+        tally.update(_tally(store, ids, returned), retried=worker.settle_retries)
+
+    return check
+
+
 def _state(store: Any, job_id: uuid.UUID) -> JobState | None:
     """The job's state; None when the read itself met the fault."""
     try:
@@ -176,14 +193,7 @@ def test_settles_cut_by_a_terminate_storm_never_rerun_a_returned_handler(
                 returned.append(job.id)
 
         tally: dict[str, int] = {}
-
-        def check(store: Any, worker: Any) -> None:
-            wait_for(
-                lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
-                "every completion",
-                20,
-            )
-            tally.update(_tally(store, ids, returned), retried=worker.settle_retries)
+        check = _tallied_once_all_complete(ids, returned, tally, 20)
 
         started = time.monotonic()
         dsn = proxy.dsn(fault_cluster.dsn)
@@ -222,14 +232,7 @@ def test_a_restart_immediate_as_handlers_return_reruns_none(
             returned.append(job.id)
 
     tally: dict[str, int] = {}
-
-    def check(store: Any, worker: Any) -> None:
-        wait_for(
-            lambda: all(_state(store, i) is JobState.COMPLETED for i in ids),
-            "every completion",
-            40,
-        )
-        tally.update(_tally(store, ids, returned), retried=worker.settle_retries)
+    check = _tallied_once_all_complete(ids, returned, tally, 40)
 
     started = time.monotonic()
     events = _run_worker(restart_cluster.dsn, face, handler, check, ids, expire=60, concurrency=2)
