@@ -16,10 +16,11 @@ from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
 from .errors import UnsupportedByEngine
 from .flows import FlowStep
-from .options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
+from .options import PLAIN_FETCH, FetchOptions, JobOptions, NewJob, QueueOptions
 from .plans import Isolation, Plan, Row
 from .queries import JobPage, JobQuery, JobSearch, JobSelector
 from .records import Handoff, Job, Queue, QueueStats
+from .schedules import Schedule, ScheduleSpec
 from .states import JobState
 from .targets import Targets
 
@@ -290,6 +291,53 @@ class OwnRuntime(Protocol):
         """Heartbeat the running jobs that have ``heartbeat_seconds``; the ids of those still
         active in the attempt they were fetched in."""
         ...
+
+
+@runtime_checkable
+class MessagingPlans(Protocol):
+    """The plans of cron schedules and pub/sub (:mod:`alkstore.messaging` checks the
+    arguments, then asks the engine for these): optional, so an engine without them still
+    serves every other operation, and :func:`messaging_plans` refuses these by name."""
+
+    def put_schedule(self, spec: ScheduleSpec) -> Plan[None]:
+        """Create or replace the schedule ``(spec.name, spec.key)``."""
+        ...
+
+    def remove_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Delete a schedule; True if there was one."""
+        ...
+
+    def list_schedules(self) -> Plan[list[Schedule]]:
+        """Every schedule, by name and key."""
+        ...
+
+    def fire_schedules(self, now: dt.datetime | None) -> Plan[int]:
+        """Send the job of every due slot; how many."""
+        ...
+
+    def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
+        """Subscribe ``queue`` to ``event``."""
+        ...
+
+    def unsubscribe_queue(self, event: str, queue: str) -> Plan[bool]:
+        """Remove a subscription; True if there was one."""
+        ...
+
+    def publish_event(
+        self, event: str, data_json: str | None, options: JobOptions
+    ) -> Plan[list[tuple[str, uuid.UUID]]]:
+        """One job per subscribed queue; ``(queue, id)`` of each, by queue."""
+        ...
+
+
+def messaging_plans(engine: Engine) -> MessagingPlans:
+    """``engine`` as the builder of schedule and pub/sub plans; an engine without them is
+    refused by name."""
+    if isinstance(engine, MessagingPlans):
+        return engine
+    raise UnsupportedByEngine(
+        engine.name, "messaging", "it builds no plans for schedules and pub/sub"
+    )
 
 
 T = TypeVar("T")

@@ -20,7 +20,7 @@ from ...core.records import as_time
 from ...core.schedules import Schedule, ScheduleSpec
 
 if TYPE_CHECKING:
-    from .engine import PostgresEngine
+    from .send import SendMixin
 
 COLUMNS = (
     "name, key, cron, tz, data::text AS data, options::text AS options, missed, last_slot, "
@@ -28,7 +28,7 @@ COLUMNS = (
 )
 
 
-def put_schedule(engine: PostgresEngine, spec: ScheduleSpec) -> Plan[None]:
+def put_schedule(engine: SendMixin, spec: ScheduleSpec) -> Plan[None]:
     """Create or replace the schedule ``(name, key)`` (a replaced one keeps its last slot)."""
     # now() stays in VALUES: sharded Citus refuses non-IMMUTABLE functions in DO UPDATE SET.
     sql = f"""INSERT INTO {engine.s}.schedule (name, key, cron, tz, data, options, missed,
@@ -49,19 +49,19 @@ def put_schedule(engine: PostgresEngine, spec: ScheduleSpec) -> Plan[None]:
     )
 
 
-def remove_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
+def remove_schedule(engine: SendMixin, name: str, key: str) -> Plan[bool]:
     """Delete the schedule ``(name, key)``; True if there was one."""
     sql = f"DELETE FROM {engine.s}.schedule WHERE name = $1 AND key = $2 RETURNING name"
     return engine._single("unschedule", sql, (name, key), bool)
 
 
-def list_schedules(engine: PostgresEngine) -> Plan[list[Schedule]]:
+def list_schedules(engine: SendMixin) -> Plan[list[Schedule]]:
     """Every schedule, by name and key."""
     sql = f"SELECT {COLUMNS} FROM {engine.s}.schedule ORDER BY name, key"
     return engine._single("schedules", sql, (), lambda rows: [Schedule.from_row(r) for r in rows])
 
 
-def fire_schedules(engine: PostgresEngine, now: dt.datetime | None) -> Plan[int]:
+def fire_schedules(engine: SendMixin, now: dt.datetime | None) -> Plan[int]:
     """Send the job of every due slot at ``now`` (None: the database's clock); returns how
     many were sent."""
     s = engine.s
