@@ -9,6 +9,9 @@ tests/test_core_layering.py):
 - an engine (``alkstore.engines``) imports nothing of alkstore but ``alkstore.core`` and
   other engines: not the faces (``store``, ``worker``, ``tasks``, ``cli``, ...) and not the
   drivers; type-only imports count;
+- a driver (``alkstore.drivers``) imports nothing of alkstore but ``alkstore.core`` and
+  other drivers (a driver an engine ships, like the in-memory one, is named to the registry
+  by its module path, never imported);
 - the runtime (``alkstore.worker``, ``alkstore.messaging``) imports no engine package: it
   asks the engine contract (``alkstore.core.contracts``);
 - no import cycle among alkstore's modules. A cycle that closes only through type-only
@@ -26,6 +29,8 @@ import pytest
 
 PACKAGE = "alkstore"
 ENGINE_MAY_IMPORT = ("alkstore.core", "alkstore.engines")
+DRIVER_MAY_IMPORT = ("alkstore.core", "alkstore.drivers")
+DRIVERS = "alkstore.drivers"
 RUNTIME = ("alkstore.worker", "alkstore.messaging")
 ENGINES = "alkstore.engines"
 
@@ -62,14 +67,23 @@ def _modules(graph: grimp.ImportGraph, package: str) -> list[str]:
     return sorted(m for m in graph.modules if _within(m, [package]))
 
 
-def engine_violations(graph: grimp.ImportGraph) -> list[str]:
-    """Each import of an engine module that reaches outside the core and the engines."""
+def layer_violations(
+    graph: grimp.ImportGraph, layer: str, may_import: Iterable[str] = ()
+) -> list[str]:
+    """Each import of a module of ``layer`` that reaches into alkstore outside
+    ``may_import``."""
+    allowed = tuple(may_import)
     return [
         f"{module} imports {imported}"
-        for module in _modules(graph, ENGINES)
+        for module in _modules(graph, layer)
         for imported in sorted(graph.find_modules_directly_imported_by(module))
-        if _within(imported, [PACKAGE]) and not _within(imported, ENGINE_MAY_IMPORT)
+        if _within(imported, [PACKAGE]) and not _within(imported, allowed)
     ]
+
+
+def engine_violations(graph: grimp.ImportGraph) -> list[str]:
+    """Each import of an engine module that reaches outside the core and the engines."""
+    return layer_violations(graph, ENGINES, ENGINE_MAY_IMPORT)
 
 
 def runtime_violations(graph: grimp.ImportGraph) -> list[str]:
@@ -154,6 +168,23 @@ def test_the_graph_is_the_whole_package(graph: grimp.ImportGraph) -> None:
 
 def test_engines_import_only_the_core_and_engines(graph: grimp.ImportGraph) -> None:
     assert engine_violations(graph) == []
+
+
+def test_drivers_import_only_the_core_and_drivers(graph: grimp.ImportGraph) -> None:
+    assert layer_violations(graph, DRIVERS, DRIVER_MAY_IMPORT) == []
+
+
+def test_the_checker_catches_a_driver_reaching_up_or_across() -> None:
+    toy = _toy(
+        ("alkstore.drivers.psycopg", "alkstore.core.plans"),
+        ("alkstore.drivers.psycopg", "alkstore.drivers.base"),
+        ("alkstore.drivers.psycopg", "alkstore.engines.memory.driver"),
+        ("alkstore.drivers.base", "alkstore.store"),
+    )
+    assert layer_violations(toy, DRIVERS, DRIVER_MAY_IMPORT) == [
+        "alkstore.drivers.base imports alkstore.store",
+        "alkstore.drivers.psycopg imports alkstore.engines.memory.driver",
+    ]
 
 
 def test_the_runtime_imports_no_engine_package(graph: grimp.ImportGraph) -> None:
