@@ -340,6 +340,29 @@ def messaging_plans(engine: Engine) -> MessagingPlans:
     )
 
 
+@runtime_checkable
+class ResultWatch(Protocol):
+    """What ``store.wait`` needs of an engine to be told when a job finishes instead of only
+    reading it again: optional, and used only where the engine's capabilities have both
+    ``listen_notify`` and ``row_triggers`` (docs/tasks.md, "Waiting for a result")."""
+
+    def result_channel(self) -> str:
+        """The channel the engine notifies (payload: the job id) when a job that someone
+        waits for finishes."""
+        ...
+
+    def watch_result(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """The job as it is now (None: not in ``queue``), marked so that its finish is
+        notified on :meth:`result_channel`."""
+        ...
+
+
+def result_watch(engine: Engine) -> ResultWatch | None:
+    """``engine`` as the builder of ``wait``'s notified reads; None when it builds none (its
+    waits then only read again)."""
+    return engine if isinstance(engine, ResultWatch) else None
+
+
 T = TypeVar("T")
 
 

@@ -258,3 +258,12 @@ class DelegatingEngine:
     ) -> Plan[list[tuple[str, uuid.UUID]]]:
         """See :meth:`alkstore.core.contracts.MessagingPlans.publish_event`."""
         return self.inner.publish_event(event, data_json, options)
+
+    # store.wait's notified reads (alkstore.core.contracts.ResultWatch)
+    def result_channel(self) -> str:
+        """See :meth:`alkstore.core.contracts.ResultWatch.result_channel`."""
+        return self.inner.result_channel()
+
+    def watch_result(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """See :meth:`alkstore.core.contracts.ResultWatch.watch_result`."""
+        return self.inner.watch_result(queue, job_id)

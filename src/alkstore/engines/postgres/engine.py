@@ -28,6 +28,7 @@ from .queues import QueueMixin
 from .runtime import PostgresRuntime
 from .send import SendMixin
 from .settle import SettleMixin
+from .waiting import WaitingMixin
 
 SESSION_SETUP = (
     # Timestamps then arrive in UTC already, and the records keep them as they are.
@@ -71,6 +72,7 @@ class PostgresEngine(
     ListingMixin,
     JobsMixin,
     FlowsMixin,
+    WaitingMixin,
 ):
     """Stock PostgreSQL: every capability but serialization retries and a single connection.
 
