@@ -47,9 +47,9 @@ class Counting:
         not in its transaction)."""
         return sql.horizon(self._sql_engine())
 
-    def tally(self, until: dt.datetime) -> Plan[int]:
+    def tally(self, until: dt.datetime, every: float) -> Plan[int]:
         """See :func:`~alkstore.engines.postgres.counters.tally`."""
-        return sql.tally(self._sql_engine(), until)
+        return sql.tally(self._sql_engine(), until, every)
 
     def counters(self) -> Plan[Counters]:
         """See :func:`~alkstore.engines.postgres.counters.read_counters`."""

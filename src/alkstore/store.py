@@ -405,12 +405,15 @@ class Store:
         result: list[Job] = self._run(self._ops.get_dependents(queue, job_id))
         return result
 
-    def maintain(self) -> MaintenanceReport:
+    def maintain(self, *, count_every: float = 0.0) -> MaintenanceReport:
         """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion, and
-        the per-queue counters brought up to date (where the engine keeps them)."""
+        the per-queue counters brought up to date (where the engine keeps them) unless they
+        are less than ``count_every`` seconds behind (workers' passes use
+        :data:`~alkstore.worker.runtime.COUNT_EVERY`)."""
         counts = {field: self._run(plan) for field, plan in self._ops.maintenance()}
         if self._counting.kept:
-            self._run(self._counting.tally(self._run(self._counting.horizon())))
+            until = self._run(self._counting.horizon())
+            self._run(self._counting.tally(until, count_every))
         self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
 
@@ -859,11 +862,12 @@ class AsyncStore:
         result: list[Job] = await self._run(self._ops.get_dependents(queue, job_id))
         return result
 
-    async def maintain(self) -> MaintenanceReport:
+    async def maintain(self, *, count_every: float = 0.0) -> MaintenanceReport:
         """See :meth:`Store.maintain`."""
         counts = {field: await self._run(plan) for field, plan in self._ops.maintenance()}
         if self._counting.kept:
-            await self._run(self._counting.tally(await self._run(self._counting.horizon())))
+            until = await self._run(self._counting.horizon())
+            await self._run(self._counting.tally(until, count_every))
         await self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
 

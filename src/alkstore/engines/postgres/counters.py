@@ -120,9 +120,11 @@ def horizon(engine: EngineBase) -> Plan[dt.datetime]:
     return engine._single("counters_horizon", sql, (HIDDEN_SESSION_MARGIN,), mapped)
 
 
-def tally(engine: EngineBase, until: dt.datetime) -> Plan[int]:
+def tally(engine: EngineBase, until: dt.datetime, every: float = 0.0) -> Plan[int]:
     """Count the events from the watermark up to ``until`` (a :func:`horizon`), add them to
-    the counters and move the watermark there; how many events were counted."""
+    the counters and move the watermark there; how many events were counted. Nothing is done
+    while the watermark is less than ``every`` seconds behind ``until``: the scan reads every
+    unfinished job, so the workers' passes (one a second) count less often."""
     s = engine.s
     scanned = f"""(SELECT {DELETED_COLUMNS} FROM {s}.job
         WHERE state NOT IN {in_list(FINISHED)}
@@ -131,7 +133,7 @@ def tally(engine: EngineBase, until: dt.datetime) -> Plan[int]:
     def steps() -> Steps[int]:
         rows = yield _watermark(engine)
         since = as_time(rows[0]["counted_until"]) if rows else None
-        if since is not None and until <= since:
+        if since is not None and (until - since).total_seconds() < max(every, 1e-6):
             return 0
         counts = summed((yield Statement(tally_sql(scanned), (since, until, EXPIRY_MESSAGES))))
         if counts:
