@@ -66,7 +66,7 @@ class WorkerCore(Generic[C]):
         self.settle_retries = 0
         """Settles (complete, fail, heartbeat) this worker ran again after a connection
         fault (each also reported as a ``settle_retry`` event)."""
-        self._metrics = QueueMetrics(queue)
+        self._metrics = QueueMetrics.of(queue)
 
     # -- events ----------------------------------------------------------------------------
 

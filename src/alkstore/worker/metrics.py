@@ -1,5 +1,7 @@
-"""The worker runtime's own Prometheus metrics, kept in :data:`REGISTRY` when
-``prometheus-client`` is installed (``alkstore[metrics]``); without it every hook is a no-op.
+"""The worker runtime's own metrics, per queue: handler calls in flight, their durations,
+settle retries and fetch errors. The runtime counts them in plain integers under a lock (a
+few additions a handler call); with ``prometheus-client`` installed (``alkstore[metrics]``)
+:data:`REGISTRY` exports them, read at scrape time.
 
 Expose them from the worker's process (docs/dashboard.md#worker-metrics)::
 
@@ -13,81 +15,140 @@ these metrics to the default one.
 
 from __future__ import annotations
 
+import bisect
+import threading
+from collections.abc import Iterator
 from typing import Any
 
-try:
-    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-except ImportError:  # the library runs without the metrics extra
-    REGISTRY: Any = None
-else:
-    REGISTRY = CollectorRegistry(auto_describe=True)
+import attrs
 
-_COUNTED_EVENTS = {"settle_retry": "settle_retries", "fetch_error": "fetch_errors"}
-"""Worker events (:class:`~.events.WorkerEvent` kinds) counted, by the counter they raise."""
+BOUNDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+"""The upper bounds (seconds) of the handler duration histogram's buckets."""
+
+_COUNTED_EVENTS = frozenset({"settle_retry", "fetch_error"})
+"""Worker events (:class:`~.events.WorkerEvent` kinds) counted."""
 
 
-class _Instruments:
-    """The metric families, one child per queue."""
+@attrs.frozen
+class Reading:
+    """One queue's metrics at one moment."""
 
-    def __init__(self, registry: Any) -> None:
-        self.in_flight = Gauge(
-            "alkstore_worker_in_flight_handlers",
-            "Handler calls running now.",
-            ["queue"],
-            registry=registry,
-        )
-        self.duration = Histogram(
-            "alkstore_worker_handler_duration_seconds",
-            "Seconds a handler call took, from its start to its return (or exception).",
-            ["queue"],
-            registry=registry,
-        )
-        self.settle_retries = Counter(
-            "alkstore_worker_settle_retries",
-            "Settles (complete, fail, heartbeat) run again after a connection fault.",
-            ["queue"],
-            registry=registry,
-        )
-        self.fetch_errors = Counter(
-            "alkstore_worker_fetch_errors",
-            "Fetches that failed (the worker carries on after a backoff).",
-            ["queue"],
-            registry=registry,
-        )
-
-
-_INSTRUMENTS = None if REGISTRY is None else _Instruments(REGISTRY)
+    in_flight: int
+    buckets: tuple[int, ...]
+    """Handler calls per duration bucket (:data:`BOUNDS`, then one past the last bound)."""
+    seconds: float
+    """The durations' sum."""
+    events: dict[str, int]
+    """Counted worker events by kind."""
 
 
 class QueueMetrics:
-    """The instruments of one worker's queue (each call does nothing without
-    ``prometheus-client``)."""
+    """The metrics of every worker of one queue in this process (see :meth:`of`)."""
 
-    def __init__(self, queue: str) -> None:
-        self._on = _INSTRUMENTS is not None
-        if _INSTRUMENTS is not None:
-            self._in_flight = _INSTRUMENTS.in_flight.labels(queue)
-            self._duration = _INSTRUMENTS.duration.labels(queue)
-            self._events = {
-                kind: getattr(_INSTRUMENTS, name).labels(queue)
-                for kind, name in _COUNTED_EVENTS.items()
-            }
+    _all: dict[str, QueueMetrics] = {}
+    _all_lock = threading.Lock()
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._buckets = [0] * (len(BOUNDS) + 1)
+        self._seconds = 0.0
+        self._events = dict.fromkeys(_COUNTED_EVENTS, 0)
+
+    @classmethod
+    def of(cls, queue: str) -> QueueMetrics:
+        """The metrics of ``queue``: one object per queue name for the process's lifetime,
+        so its counts never go back when a worker stops."""
+        with cls._all_lock:
+            found = cls._all.get(queue)
+            if found is None:
+                found = cls._all[queue] = cls()
+            return found
+
+    @classmethod
+    def every(cls) -> list[tuple[str, QueueMetrics]]:
+        """Every queue's metrics, by queue name."""
+        with cls._all_lock:
+            return sorted(cls._all.items())
 
     def started(self) -> None:
         """A handler call began."""
-        if self._on:
-            self._in_flight.inc()
+        with self._lock:
+            self._in_flight += 1
 
     def finished(self, seconds: float) -> None:
         """A handler call that began ``seconds`` ago ended."""
-        if self._on:
-            self._in_flight.dec()
-            self._duration.observe(seconds)
+        at = bisect.bisect_left(BOUNDS, seconds)
+        with self._lock:
+            self._in_flight -= 1
+            self._buckets[at] += 1
+            self._seconds += seconds
 
     def event(self, kind: str) -> None:
         """A worker event of ``kind`` happened (counted when it is one of the counted)."""
-        if self._on and kind in self._events:
-            self._events[kind].inc()
+        if kind in _COUNTED_EVENTS:
+            with self._lock:
+                self._events[kind] += 1
+
+    def read(self) -> Reading:
+        """The metrics now."""
+        with self._lock:
+            return Reading(self._in_flight, tuple(self._buckets), self._seconds, dict(self._events))
 
 
-__all__ = ["REGISTRY", "QueueMetrics"]
+def _families() -> Iterator[Any]:
+    """The metric families of every queue's :class:`QueueMetrics`."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+    in_flight = GaugeMetricFamily(
+        "alkstore_worker_in_flight_handlers", "Handler calls running now.", labels=["queue"]
+    )
+    duration = HistogramMetricFamily(
+        "alkstore_worker_handler_duration_seconds",
+        "Seconds a handler call took, from its start to its return (or exception).",
+        labels=["queue"],
+    )
+    settle_retries = CounterMetricFamily(
+        "alkstore_worker_settle_retries",
+        "Settles (complete, fail, heartbeat) run again after a connection fault.",
+        labels=["queue"],
+    )
+    fetch_errors = CounterMetricFamily(
+        "alkstore_worker_fetch_errors",
+        "Fetches that failed (the worker carries on after a backoff).",
+        labels=["queue"],
+    )
+    for queue, metrics in QueueMetrics.every():
+        now = metrics.read()
+        in_flight.add_metric([queue], now.in_flight)
+        bounds = [*(repr(b) for b in BOUNDS), "+Inf"]
+        running = 0
+        cumulative = []
+        for bound, count in zip(bounds, now.buckets, strict=True):
+            running += count
+            cumulative.append((bound, running))
+        duration.add_metric([queue], cumulative, now.seconds)
+        settle_retries.add_metric([queue], now.events["settle_retry"])
+        fetch_errors.add_metric([queue], now.events["fetch_error"])
+    yield from (in_flight, duration, settle_retries, fetch_errors)
+
+
+try:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.registry import Collector
+except ImportError:  # the library runs without the metrics extra: nothing is exported
+    REGISTRY: Any = None
+else:
+
+    class _WorkerCollector(Collector):
+        """Reads :class:`QueueMetrics` at each scrape."""
+
+        def collect(self) -> Iterator[Any]:
+            """The worker metric families."""
+            return _families()
+
+    REGISTRY = CollectorRegistry(auto_describe=False)
+    REGISTRY.register(_WorkerCollector())
+
+
+__all__ = ["BOUNDS", "REGISTRY", "QueueMetrics", "Reading"]
