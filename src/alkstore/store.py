@@ -20,6 +20,7 @@ from typing import Any, Literal, Self, Unpack, overload
 import attrs
 
 from .core.contracts import Engine
+from .core.counters import Counters
 from .core.description import ServerInfo
 from .core.errors import InvalidOptions, QueueExists, StatementTimeout
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
@@ -30,6 +31,7 @@ from .core.schedules import Schedule
 from .core.states import JobState
 from .core.targets import IdLike
 from .core.validation import int_at_least, optional_seconds, schema_name
+from .counting import Counting
 from .drivers import async_driver, scheme_driver, sync_driver
 from .drivers.base import (
     AsyncDriver,
@@ -410,11 +412,28 @@ class Store:
         result: list[Job] = self._run(self._ops.get_dependents(queue, job_id))
         return result
 
-    def maintain(self) -> MaintenanceReport:
-        """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion."""
+    def maintain(self, *, count_every: float = 0.0) -> MaintenanceReport:
+        """Run one maintenance pass: expiry, heartbeat timeouts, retention, deletion, and
+        the per-queue counters brought up to date (where the engine keeps them) unless they
+        are less than ``count_every`` seconds behind (workers' passes use
+        :data:`~alkstore.worker.runtime.COUNT_EVERY`)."""
         counts = {field: self._run(plan) for field, plan in self._ops.maintenance()}
+        if self._counting.kept:
+            until = self._run(self._counting.horizon())
+            self._run(self._counting.tally(until, count_every))
         self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
+
+    @functools.cached_property
+    def _counting(self) -> Counting:
+        return Counting(self.engine)
+
+    def counters(self) -> Counters:
+        """Every queue's job counters, as the last maintenance pass left them
+        (docs/dashboard.md, "Counters"); :class:`UnsupportedByEngine` on the in-memory
+        engine."""
+        result: Counters = self._run(self._counting.counters())
+        return result
 
     # workers
     @overload
@@ -850,11 +869,23 @@ class AsyncStore:
         result: list[Job] = await self._run(self._ops.get_dependents(queue, job_id))
         return result
 
-    async def maintain(self) -> MaintenanceReport:
+    async def maintain(self, *, count_every: float = 0.0) -> MaintenanceReport:
         """See :meth:`Store.maintain`."""
         counts = {field: await self._run(plan) for field, plan in self._ops.maintenance()}
+        if self._counting.kept:
+            until = await self._run(self._counting.horizon())
+            await self._run(self._counting.tally(until, count_every))
         await self._run(self.engine.mark_maintained())
         return self._ops.report(counts)
+
+    @functools.cached_property
+    def _counting(self) -> Counting:
+        return Counting(self.engine)
+
+    async def counters(self) -> Counters:
+        """See :meth:`Store.counters`."""
+        result: Counters = await self._run(self._counting.counters())
+        return result
 
     @overload
     async def work(

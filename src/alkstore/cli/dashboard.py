@@ -33,6 +33,9 @@ def register(subparsers: Any) -> None:
         help=f"require this token of every request (default: ${TOKEN_ENV})",
     )
     parser.add_argument(
+        "--metrics", action="store_true", help="also serve /metrics for Prometheus (token too)"
+    )
+    parser.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
     )
     parser.set_defaults(handler=_serve)
@@ -44,6 +47,9 @@ def _serve(args: argparse.Namespace) -> int:
 
         from alkstore.dashboard import DashboardError, DashboardSettings, create_app
         from alkstore.dashboard.app import open_store
+
+        if args.metrics:
+            import alkstore.dashboard.metrics  # noqa: F401  (refused here without the extra)
     except ImportError as exc:
         raise CliError(f"the dashboard needs pip install 'alkstore[dashboard]' ({exc})") from exc
     settings = DashboardSettings(
@@ -53,6 +59,7 @@ def _serve(args: argparse.Namespace) -> int:
         driver=args.driver,
         read_only=args.read_only,
         token=args.token or None,
+        metrics=args.metrics,
     )
 
     async def check() -> None:  # a missing schema in one line, not uvicorn's startup traceback

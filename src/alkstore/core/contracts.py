@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from .capabilities import Capabilities
+from .counters import Counters
 from .description import EngineDescription, ServerInfo
 from .errors import UnsupportedByEngine
 from .flows import FlowStep
@@ -361,6 +362,32 @@ def result_watch(engine: Engine) -> ResultWatch | None:
     """``engine`` as the builder of ``wait``'s notified reads; None when it builds none (its
     waits then only read again)."""
     return engine if isinstance(engine, ResultWatch) else None
+
+
+@runtime_checkable
+class CounterPlans(Protocol):
+    """The per-queue counters kept by maintenance (docs/dashboard.md, "Counters"): optional,
+    so an engine without them (the in-memory one) serves every other operation, and
+    ``store.counters()`` refuses them by name."""
+
+    def counter_horizon(self) -> Plan[dt.datetime]:
+        """The time before which every transaction that may write a job event has ended
+        (run on its own, before :meth:`tally_counters`)."""
+        ...
+
+    def tally_counters(self, until: dt.datetime, every: float) -> Plan[int]:
+        """Count the events up to ``until`` into the counters (nothing while the last count
+        is less than ``every`` seconds old); how many were counted."""
+        ...
+
+    def read_counters(self) -> Plan[Counters]:
+        """Every queue's counters and how far they have counted."""
+        ...
+
+
+def counter_plans(engine: Engine) -> CounterPlans | None:
+    """``engine`` as the keeper of per-queue counters; None when it keeps none."""
+    return engine if isinstance(engine, CounterPlans) else None
 
 
 T = TypeVar("T")

@@ -85,6 +85,8 @@ class DashboardSettings:
         validator=attrs.validators.optional(attrs.validators.min_len(1)),
     )
     sample_seconds: float = attrs.field(default=10.0, validator=attrs.validators.gt(0))
+    metrics: bool = False
+    """Serve ``/metrics`` for Prometheus (:mod:`.metrics`; needs ``alkstore[metrics]``)."""
 
 
 def _env() -> Environment:
@@ -296,6 +298,10 @@ def create_app(settings: DashboardSettings) -> Starlette:
         Route("/queues/{queue:path}", jobs_page),
         Mount("/static", StaticFiles(directory=static), name="static"),
     ]
+    if settings.metrics:
+        from .metrics import metrics_route
+
+        routes.insert(0, metrics_route(store))
     return Starlette(
         routes=routes,
         lifespan=lifespan,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from ..core.contracts import TestHooks
+from ..core.counters import Counters
 from ..core.description import EngineDescription, ServerInfo
 from ..core.flows import FlowStep
 from ..core.options import PLAIN_FETCH, FetchOptions, JobOptions, NewJob, QueueOptions
@@ -267,3 +268,16 @@ class DelegatingEngine:
     def watch_result(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
         """See :meth:`alkstore.core.contracts.ResultWatch.watch_result`."""
         return self.inner.watch_result(queue, job_id)
+
+    # per-queue counters (alkstore.core.contracts.CounterPlans)
+    def counter_horizon(self) -> Plan[dt.datetime]:
+        """See :meth:`alkstore.core.contracts.CounterPlans.counter_horizon`."""
+        return self.inner.counter_horizon()
+
+    def tally_counters(self, until: dt.datetime, every: float) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.CounterPlans.tally_counters`."""
+        return self.inner.tally_counters(until, every)
+
+    def read_counters(self) -> Plan[Counters]:
+        """See :meth:`alkstore.core.contracts.CounterPlans.read_counters`."""
+        return self.inner.read_counters()

@@ -5,10 +5,11 @@ bookkeeping of running handler calls and every decision about them. The shells o
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
@@ -21,6 +22,7 @@ from ..drivers.base import DriverSettings
 from . import stages
 from .backoff import SETTLE_BUDGET, settle_pause
 from .events import WorkerEvent, emit, timed
+from .metrics import QueueMetrics
 from .options import WorkOptions
 from .settle import JobLost, Settlement, job_key, settle, wants_context
 
@@ -64,11 +66,23 @@ class WorkerCore(Generic[C]):
         self.settle_retries = 0
         """Settles (complete, fail, heartbeat) this worker ran again after a connection
         fault (each also reported as a ``settle_retry`` event)."""
+        self._metrics = QueueMetrics.of(queue)
 
     # -- events ----------------------------------------------------------------------------
 
     def _event(self, kind: str, **detail: Any) -> None:
+        self._metrics.event(kind)
         emit(self.options.on_event, WorkerEvent(kind, self.queue, detail))
+
+    @contextlib.contextmanager
+    def _measured(self) -> Iterator[None]:
+        """Around a handler call: the worker metrics' in-flight gauge and duration."""
+        self._metrics.started()
+        began = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._metrics.finished(time.perf_counter() - began)
 
     def _timed(self, operation: str) -> Any:
         opts = self.options

@@ -63,7 +63,7 @@ class SyncFace(_Face, Protocol):
         """See :meth:`alkstore.Store.complete_and_fetch`."""
         ...
 
-    def maintain(self) -> MaintenanceReport:
+    def maintain(self, *, count_every: float = ...) -> MaintenanceReport:
         """See :meth:`alkstore.Store.maintain`."""
         ...
 
@@ -111,7 +111,7 @@ class AsyncFace(_Face, Protocol):
         """See :meth:`alkstore.AsyncStore.complete_and_fetch`."""
         ...
 
-    async def maintain(self) -> MaintenanceReport:
+    async def maintain(self, *, count_every: float = ...) -> MaintenanceReport:
         """See :meth:`alkstore.AsyncStore.maintain`."""
         ...
 

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
     from .threads import Worker
 
 
+COUNT_EVERY = 15.0
+"""Seconds the per-queue counters may lag before a supervisor's pass brings them up to date
+(docs/dashboard.md, "Counters"): a Prometheus scrape interval, not one scan a second."""
 LISTEN_WAIT = 0.1
 """Seconds a listener waits for notifications before checking whether it should stop: the
 bound on how long stopping the last worker waits for its listener thread. A wait sends no
@@ -231,7 +234,7 @@ class StoreRuntime(_Base):
         store = self._store
         if not store._run(worker_runtime(store.engine).claim_pass(self._interval(), self.owner)):
             return False
-        self._report(store.maintain())
+        self._report(store.maintain(count_every=COUNT_EVERY))
         self._fired(store.fire_schedules())
         for queue, size in self._warning_sizes().items():
             self._backlog(queue, size, store.queue_stats(queue).queued)
@@ -326,7 +329,7 @@ class AsyncStoreRuntime(_Base):
             worker_runtime(store.engine).claim_pass(self._interval(), self.owner)
         ):
             return False
-        self._report(await store.maintain())
+        self._report(await store.maintain(count_every=COUNT_EVERY))
         self._fired(await store.fire_schedules())
         for queue, size in self._warning_sizes().items():
             self._backlog(queue, size, (await store.queue_stats(queue)).queued)

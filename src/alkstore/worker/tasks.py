@@ -164,8 +164,9 @@ class AsyncWorker(WorkerCore[AsyncJobContext]):
             self._wake.set()
 
     async def _invoke(self, ctx: AsyncJobContext) -> Any:
-        result = self._handler(*self._arguments(ctx))
-        return await result if inspect.isawaitable(result) else result
+        with self._measured():
+            result = self._handler(*self._arguments(ctx))
+            return await result if inspect.isawaitable(result) else result
 
     async def _call_plain(self, ctx: AsyncJobContext) -> list[Job]:
         """Run the handler and settle; the next jobs this slot claimed meanwhile, if any."""

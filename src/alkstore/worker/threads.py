@@ -149,7 +149,9 @@ class Worker(WorkerCore[JobContext]):
     def _call_plain(self, ctx: JobContext) -> list[Job]:
         """Run the handler and settle; the next jobs this slot claimed meanwhile, if any."""
         try:
-            outcome = self._settlement(ctx, self._handler(*self._arguments(ctx)))
+            with self._measured():
+                result = self._handler(*self._arguments(ctx))
+            outcome = self._settlement(ctx, result)
         except Exception as exc:
             outcome = self._settlement(ctx, error=exc)
         if self._late(ctx):
@@ -225,7 +227,8 @@ class Worker(WorkerCore[JobContext]):
         with store._source.session() as session:
             with session.transaction(self._engine.isolation):
                 ctx.connection = native_connection(session)
-                result = self._handler(*self._arguments(ctx))
+                with self._measured():
+                    result = self._handler(*self._arguments(ctx))
                 outcome = self._settlement(ctx, result)
                 done = [run_in_session(session, store.driver, p) for p in outcome.plans]
                 self._check_settled(outcome, done)

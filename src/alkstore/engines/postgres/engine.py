@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from ...core.description import EngineDescription, ServerInfo
 from .claim import ClaimMixin
+from .counters import CountersMixin
 from .failing import FailMixin
 from .flows import FlowsMixin
 from .hooks import PostgresTestHooks
@@ -73,6 +74,7 @@ class PostgresEngine(
     JobsMixin,
     FlowsMixin,
     WaitingMixin,
+    CountersMixin,
 ):
     """Stock PostgreSQL: every capability but serialization retries and a single connection.
 

@@ -94,8 +94,8 @@ class PostgresTestHooks:
 
     def reset(self) -> Plan[None]:
         """Return the schema to its just-installed state: drop the queues' partitions, delete
-        every job, dependency and queue (their schedules and subscriptions go with them) and
-        make the supervisor's maintenance pass due, unclaimed."""
+        every job, dependency and queue (their schedules and subscriptions go with them), the
+        counters and their watermark, and make the supervisor's maintenance pass due, unclaimed."""
         s = self.s
 
         def steps() -> Steps[None]:
@@ -106,6 +106,8 @@ class PostgresTestHooks:
             yield Statement(f"DELETE FROM {s}.job_dependency")
             yield Statement(f"DELETE FROM {s}.job_blocked")
             yield Statement(f"DELETE FROM {s}.queue")
+            yield Statement(f"DELETE FROM {s}.queue_counter")
+            yield Statement(f"UPDATE {s}.version SET counted_until = NULL")
             yield Statement(
                 f"UPDATE {s}.supervisor SET next_on = now(), run_on = NULL, owner = NULL "
                 "WHERE name = $1",

@@ -1,10 +1,12 @@
-"""Maintenance: retention, deletion of finished jobs, and its timestamp."""
+"""Maintenance: retention, deletion of finished jobs (both counted, see :mod:`.counters`),
+and its timestamp."""
 
 from __future__ import annotations
 
-from ...core.plans import Plan, Statement, Steps, rowcount
+from ...core.plans import Plan, Statement, Steps
 from ...core.states import FINISHED, QUEUED
 from .base import EngineBase
+from .counters import DELETED_COLUMNS, counted_delete
 from .schema import in_list
 from .sql import (
     seconds_after,
@@ -17,16 +19,16 @@ class MaintenanceMixin(EngineBase):
     def remove_expired_retention(self) -> Plan[int]:
         """Delete queued jobs past ``keep_until``."""
         sql = f"""DELETE FROM {self.s}.job
-            WHERE state IN {in_list(QUEUED)} AND keep_until < now() RETURNING id"""
-        return self._single("retention", sql, (), rowcount)
+            WHERE state IN {in_list(QUEUED)} AND keep_until < now() RETURNING {DELETED_COLUMNS}"""
+        return counted_delete(self, "retention", sql, ())
 
     def delete_finished(self) -> Plan[int]:
         """Delete finished jobs past ``completed_on + deletion_seconds`` (0 keeps forever)."""
         sql = f"""DELETE FROM {self.s}.job
             WHERE state IN {in_list(FINISHED)} AND deletion_seconds > 0
               AND {seconds_after("completed_on", "deletion_seconds")} < now()
-            RETURNING id"""
-        return self._single("deletion", sql, (), rowcount)
+            RETURNING {DELETED_COLUMNS}"""
+        return counted_delete(self, "deletion", sql, ())
 
     def release_flows(self) -> Plan[int]:
         """Release the queued flow jobs no parent holds any more but that still wait (a job

@@ -274,7 +274,37 @@ RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
 """The longest schema name a result channel spells out (a longer one is hashed)."""
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+def _v7_taken(s: str, caps: Capabilities) -> list[str]:
+    """Reserved for another change of this release (renumbered when both are merged)."""
+    return []
+
+
+def _v8(s: str, caps: Capabilities) -> list[str]:
+    """Per-queue counters (docs/dashboard.md, "Counters"): ``queue_counter`` holds one row
+    per queue, written only by the maintenance pass, and ``version.counted_until`` the
+    watermark the counters have reached (NULL: none yet, so the first pass counts every
+    event the job table still holds). No job column is added: the counted events are read
+    from the jobs' own timestamps (see :mod:`.counters`)."""
+    counts = ", ".join(
+        f"{event} int8 NOT NULL DEFAULT 0"
+        for event in ("sent", "completed", "failed", "retried", "expired", "dead_lettered")
+    )
+    return [
+        f"ALTER TABLE {s}.version ADD COLUMN counted_until timestamptz",
+        f"CREATE TABLE {s}.queue_counter (name text PRIMARY KEY, {counts})",
+    ]
+
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+    7: _v7_taken,
+    8: _v8,
+}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)
