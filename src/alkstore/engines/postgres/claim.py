@@ -133,14 +133,19 @@ _BY_NAME_AND_ID = "FROM next WHERE j.name = $1 AND j.name = next.name AND j.id =
 
 BY_TUPLE_ID = ClaimStrategy(
     # A direct tuple fetch instead of a primary-key descent per row (measured: 27 % of the
-    # server's time per job at 100 a fetch). A ctid is unique within one partition, and only
-    # the partition of queue $1 holds rows named $1, so "name = $1 AND ctid = ..." is one row.
-    # The picked ctids as one array, a TID scan in every plan: joined to the CTE, the generic
-    # plan (which cannot know the LIMIT) hashed every row of the table to find them (8 ms a
-    # one-job claim at 20,000 jobs), so the server re-planned the claim on every call.
+    # server's time per job at 100 a fetch). A ctid is unique within one partition, and the
+    # picked rows are all in the partition of queue $1, so "tableoid = ... AND ctid = ..." is
+    # one row. The picked ctids as one array, a TID scan in every plan: joined to the CTE,
+    # the generic plan (which cannot know the LIMIT) hashed every row of the table to find
+    # them (8 ms a one-job claim at 20,000 jobs), so the server re-planned the claim on every
+    # call. The partition by tableoid, not by "name = $1": that is an index condition on
+    # job_pkey, and a plan made while the statistics counted a handful of jobs in the queue
+    # re-found the rows by walking every version of the queue's jobs in job_pkey
+    # (docs/benchmarks.md, "A claim planned without statistics").
     "skip-locked-by-tuple-id",
-    "ctid",
-    "WHERE j.name = $1 AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))",
+    "ctid, tableoid",
+    """WHERE j.tableoid = ANY(ARRAY(SELECT tableoid FROM next))
+        AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))""",
     skip_locked=True,
     counts_picked=True,
     # The batch size as a subquery: PostgreSQL then costs every plan of the claim under the

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...core.plans import Plan, Statement, Steps, rowcount
 from ...core.states import FINISHED, QUEUED
 from .base import EngineBase
-from .schema import in_list
+from .schema import RETENTION_BOUND, in_list
 from .sql import (
     seconds_after,
 )
@@ -16,8 +16,11 @@ class MaintenanceMixin(EngineBase):
 
     def remove_expired_retention(self) -> Plan[int]:
         """Delete queued jobs past ``keep_until``."""
+        # RETENTION_BOUND, implied by "keep_until < now()" but only stated does the planner
+        # see that job_retention's predicate holds.
         sql = f"""DELETE FROM {self.s}.job
-            WHERE state IN {in_list(QUEUED)} AND keep_until < now() RETURNING id"""
+            WHERE state IN {in_list(QUEUED)} AND keep_until < now() AND {RETENTION_BOUND}
+            RETURNING id"""
         return self._single("retention", sql, (), rowcount)
 
     def delete_finished(self) -> Plan[int]:

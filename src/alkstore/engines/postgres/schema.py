@@ -274,7 +274,50 @@ RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
 """The longest schema name a result channel spells out (a longer one is hashed)."""
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+def _v7_taken(s: str, caps: Capabilities) -> list[str]:
+    """Reserved for another branch's migration this round (renumbered at merge)."""
+    return []
+
+
+def _v8_taken(s: str, caps: Capabilities) -> list[str]:
+    """Reserved for another branch's migration this round (renumbered at merge)."""
+    return []
+
+
+RETENTION_BOUND = "keep_until < 'infinity'"
+"""The clause that keeps ``job_retention`` out of every plan but the retention pass's."""
+
+
+def _v9(s: str, caps: Capabilities) -> list[str]:
+    """``job_retention`` covers only the queued jobs that can expire (docs/benchmarks.md,
+    "A claim planned without statistics").
+
+    With the predicate of ``job_fetch`` (``state IN`` the queued states) it was a second
+    index the claim could walk: a plan made while the statistics counted no queued job
+    walked it whole, with no index condition, and sorted what it found; under a held
+    transaction that visited every dead queued version on every claim. A predicate the
+    claim does not imply leaves it to the retention pass, whose ``DELETE`` states the same
+    clause. Jobs with ``keep_until = 'infinity'`` (flow jobs waiting for a parent) never
+    expire, so they need no entry.
+    """
+    return [
+        f"DROP INDEX {s}.job_retention",
+        f"""CREATE INDEX job_retention ON {s}.job (keep_until)
+            WHERE state IN {in_list(QUEUED)} AND {RETENTION_BOUND}""",
+    ]
+
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+    7: _v7_taken,
+    8: _v8_taken,
+    9: _v9,
+}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)
