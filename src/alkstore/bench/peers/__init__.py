@@ -1,6 +1,6 @@
 """Peers measured in the same run as alkstore.
 
-The raw-SQL ceiling, pg-boss, pgqueuer and procrastinate.
+The raw-SQL ceiling (and its lanes variant), pg-boss, pgqueuer and procrastinate.
 
 Each peer module offers ``NAME``, ``unavailable()`` (None, or why it cannot run here: no
 Node.js, a package not installed) and ``drain(dsn, spec, schema, progress)`` returning a
@@ -21,6 +21,7 @@ from .spec import DrainSpec
 
 PEERS = {
     "raw-sql": "rawsql",
+    "raw-sql-lanes": "rawsql_lanes",
     "pg-boss": "pgboss",
     "pg-boss-work": "pgboss:drain_work",
     "pgqueuer": "pgqueuer_peer",
