@@ -65,8 +65,8 @@ def assert_claim_walks_job_fetch(dsn: str, store: StoreHandle) -> None:
             "job_default_name_priority_created_on_id_start_after_idx"
         ], (mode, nodes)
         assert picks[0]["Index Cond"] == "(name = $1)" or "'q'" in picks[0]["Index Cond"]
-        refinds = [n for n in job_scans if n not in picks]
-        assert [n["Node Type"] for n in refinds] == ["Tid Scan"], (mode, nodes)
+        refinds = [(n["Node Type"], n["Relation Name"]) for n in job_scans if n not in picks]
+        assert refinds == [("Tid Scan", "job_default")], (mode, nodes)
 
 
 def assert_complete_looks_ids_up(dsn: str, store: StoreHandle) -> None:
@@ -115,8 +115,12 @@ def test_under_a_held_transaction_after_statistics_that_saw_no_queued_job(
 
 
 def test_before_any_statistics(store: StoreHandle, alkstore_backend: Backend) -> None:
+    store.create_queue("own", partition=True)  # a partition the claim of q must not probe
+    store.send_many("own", [{"data": n} for n in range(2000)])
     store.send_many("q", [{"data": n} for n in range(2000)])
     assert_claim_walks_job_fetch(alkstore_backend.dsn, store)
+    assert [j.data for j in store.fetch("own", batch_size=2)] == [0, 1]
+    assert [j.data for j in store.fetch("q", batch_size=2)] == [0, 1]
 
 
 def test_after_statistics_of_an_empty_queue(
