@@ -30,6 +30,10 @@ PEERS = {
 """Peer name -> its module in this package (``module:function`` when the drain is not the
 module's ``drain``: ``pg-boss-work`` drains through pg-boss's ``work()``)."""
 
+DEFAULT_PEERS = tuple(name for name in PEERS if name != "raw-sql-lanes")
+"""The peers ``bench peers`` drives unless told: all but ``raw-sql-lanes``, a design
+alternative measured on demand (docs/benchmarks.md)."""
+
 LATENCY_PEERS = ("pg-boss", "pgqueuer", "procrastinate")
 """Peers whose worker ``bench latency`` measures (each module's ``latency``)."""
 
@@ -68,4 +72,12 @@ def peer_versions(names: list[str]) -> dict[str, object]:
     return versions
 
 
-__all__ = ["LATENCY_PEERS", "PEERS", "DrainSpec", "peer_module", "peer_versions", "run_peer"]
+__all__ = [
+    "DEFAULT_PEERS",
+    "LATENCY_PEERS",
+    "PEERS",
+    "DrainSpec",
+    "peer_module",
+    "peer_versions",
+    "run_peer",
+]
