@@ -271,7 +271,7 @@ def test_peers_raw_sql_and_an_unavailable_peer(
 
 
 def test_peers_raw_sql_lanes_drains_every_job_once(_bench_dsn: str, tmp_path: Path) -> None:
-    # 3 consumers on 16 lanes: each empties its home lane, then takes the lanes nobody has.
+    # 3 consumers, 3 lanes: each empties its own lane, then helps with the others' rest.
     doc = bench(
         _bench_dsn, tmp_path, "peers --jobs 500 --consumers 3 --batch 7 --peers raw-sql-lanes"
     )

@@ -15,7 +15,7 @@ import queue
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -120,14 +120,17 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
     return drain_with(dsn, spec, schema, progress, NAME, Statements(schema), _claim)
 
 
+S = TypeVar("S", bound=Statements)
+
+
 def drain_with(
     dsn: str,
     spec: DrainSpec,
     schema: str,
     progress: Progress,
     name: str,
-    sql: Statements,
-    claim: Callable[[Connections, Statements], Fetch],
+    sql: S,
+    claim: Callable[[Connections, S], Fetch],
 ) -> DrainResult:
     """The ceiling's drain of peer ``name`` with the statements ``sql`` and the claim that
     ``claim`` makes of the pool and them."""

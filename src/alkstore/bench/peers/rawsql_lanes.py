@@ -1,12 +1,12 @@
 """The raw-SQL ceiling with lanes: fetchers that start at different points of the queue.
 
 The ceiling's table (:mod:`.rawsql`) with a ``lane`` column (the job's position in its
-enqueued batch modulo :data:`LANES`) and the queued index on ``(lane, id)``. Each consumer
-thread has a home lane and claims from it in id order with ``SKIP LOCKED``, then from the
-next lanes while its own is empty. With one fetcher a lane, no claim walks past rows another
-fetcher holds; the price is the order: jobs leave in id order only within a lane (a declared
-alternative, issue 33), so this peer measures what lanes could buy, not a guarantee alkstore
-keeps.
+enqueued batch modulo the number of lanes, one lane per consumer) and the queued index on
+``(lane, id)``. Each consumer thread has a lane of its own and claims from it in id order
+with ``SKIP LOCKED``, then from the next lanes while its own is empty. No claim walks past
+rows another fetcher holds until lanes run empty; the price is the order: jobs leave in id
+order only within a lane (a declared alternative, issue 33), so this peer measures what
+lanes could buy, not a guarantee alkstore keeps.
 """
 
 from __future__ import annotations
@@ -24,15 +24,13 @@ from .spec import DrainSpec
 
 NAME = "raw-sql-lanes"
 
-LANES = 16
-"""Lanes of the queue; consumers beyond this many share lanes."""
-
 
 class LaneStatements(Statements):
     """The ceiling's SQL with a lane per job."""
 
-    def __init__(self, schema: str) -> None:
+    def __init__(self, schema: str, lanes: int) -> None:
         super().__init__(schema)
+        self.lanes = lanes
         s = quote_schema(schema)
         self.create = (
             f"""CREATE TABLE {s}.job (
@@ -52,19 +50,20 @@ class LaneStatements(Statements):
 
     def insert_params(self, data: list[str]) -> tuple[Any, ...]:
         """The payloads and the number of lanes."""
-        return (data, LANES)
+        return (data, self.lanes)
 
 
-def _lane_claim(pool: Connections, sql: Statements) -> Fetch:
+def _lane_claim(pool: Connections, sql: LaneStatements) -> Fetch:
+    lanes = sql.lanes
     homes = itertools.count()
     local = threading.local()
 
     def fetch(n: int) -> Sequence[Any]:
         if not hasattr(local, "home"):
-            local.home = next(homes) % LANES
+            local.home = next(homes) % lanes
         with pool.cursor() as cur:
-            for step in range(LANES):
-                cur.execute(sql.claim, (n, (local.home + step) % LANES), prepare=True)
+            for step in range(lanes):
+                cur.execute(sql.claim, (n, (local.home + step) % lanes), prepare=True)
                 ids = [row[0] for row in cur.fetchall()]
                 if ids:
                     return ids
@@ -75,7 +74,8 @@ def _lane_claim(pool: Connections, sql: Statements) -> Fetch:
 
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, warm up, and time the drain with lanes."""
-    return drain_with(dsn, spec, schema, progress, NAME, LaneStatements(schema), _lane_claim)
+    lanes = LaneStatements(schema, spec.consumers)
+    return drain_with(dsn, spec, schema, progress, NAME, lanes, _lane_claim)
 
 
-__all__ = ["LANES", "NAME", "LaneStatements", "drain", "unavailable", "versions"]
+__all__ = ["NAME", "LaneStatements", "drain", "unavailable", "versions"]
