@@ -271,6 +271,16 @@ def test_peers_raw_sql_and_an_unavailable_peer(
     assert ours["driver"] == "psycopg" and ours["enqueue_jobs_per_s"] > 0
 
 
+def test_peers_raw_sql_lanes_drains_every_job_once(_bench_dsn: str, tmp_path: Path) -> None:
+    # 3 consumers, 3 lanes: each empties its own lane, then helps with the others' rest.
+    doc = bench(
+        _bench_dsn, tmp_path, "peers --jobs 500 --consumers 3 --batch 7 --peers raw-sql-lanes"
+    )
+    rows = [r for r in doc["results"] if r["system"] == "raw-sql-lanes"]
+    assert cells(rows) == {(3, 7)}
+    check_drained(rows[0], 500)
+
+
 def test_peers_steady_and_burst_variants_are_labelled(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,

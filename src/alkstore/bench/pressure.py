@@ -343,7 +343,8 @@ def _depth_at(trace: Trace, t: float) -> int:
 
 
 def windows(trace: Trace, spec: PressureSpec) -> list[dict[str, Any]]:
-    """Per window of ``spec.window`` seconds: completions a second and the depth at its end."""
+    """Per window of ``spec.window`` seconds: completions a second, the depth at its end and
+    the claim's median and 99th percentile."""
     rows = []
     start = 0.0
     while start + spec.window <= spec.seconds + 1e-9:
@@ -356,6 +357,7 @@ def windows(trace: Trace, spec: PressureSpec) -> list[dict[str, Any]]:
                 "jobs_per_s": round(done / spec.window, 1),
                 "depth": _depth_at(trace, end),
                 "claim_p50_ms": _ms(percentile(durations, 50)),
+                "claim_p99_ms": _ms(percentile(durations, 99)),
             }
         )
         start = end

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..bench import commands, event_loop
 from ..bench.drain import DEFAULT_TIMEOUT, DRIVERS, HANDOFF, SYNC_DRIVERS, WORK
-from ..bench.peers import LATENCY_PEERS, PEERS
+from ..bench.peers import DEFAULT_PEERS, LATENCY_PEERS, PEERS
 from ..bench.pressure import HOLDS, SYSTEMS, PressureSpec
 from ..bench.report import err
 from ..bench.server import STEADY, VARIANTS
@@ -321,8 +321,8 @@ def register(subparsers: Any) -> None:
     peers.add_argument(
         "--peers",
         type=name_list(tuple(PEERS)),
-        default=list(PEERS),
-        help=f"comma-separated: {', '.join(PEERS)} (all)",
+        default=list(DEFAULT_PEERS),
+        help=f"comma-separated: {', '.join(PEERS)} (all but raw-sql-lanes)",
     )
     peers.add_argument(
         "--variant",

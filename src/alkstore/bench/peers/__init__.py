@@ -1,6 +1,6 @@
 """Peers measured in the same run as alkstore.
 
-The raw-SQL ceiling, pg-boss, pgqueuer and procrastinate.
+The raw-SQL ceiling (and its lanes variant), pg-boss, pgqueuer and procrastinate.
 
 Each peer module offers ``NAME``, ``unavailable()`` (None, or why it cannot run here: no
 Node.js, a package not installed) and ``drain(dsn, spec, schema, progress)`` returning a
@@ -21,6 +21,7 @@ from .spec import DrainSpec
 
 PEERS = {
     "raw-sql": "rawsql",
+    "raw-sql-lanes": "rawsql_lanes",
     "pg-boss": "pgboss",
     "pg-boss-work": "pgboss:drain_work",
     "pgqueuer": "pgqueuer_peer",
@@ -28,6 +29,10 @@ PEERS = {
 }
 """Peer name -> its module in this package (``module:function`` when the drain is not the
 module's ``drain``: ``pg-boss-work`` drains through pg-boss's ``work()``)."""
+
+DEFAULT_PEERS = tuple(name for name in PEERS if name != "raw-sql-lanes")
+"""The peers ``bench peers`` drives unless told: all but ``raw-sql-lanes``, a design
+alternative measured on demand (docs/benchmarks.md)."""
 
 LATENCY_PEERS = ("pg-boss", "pgqueuer", "procrastinate")
 """Peers whose worker ``bench latency`` measures (each module's ``latency``)."""
@@ -67,4 +72,12 @@ def peer_versions(names: list[str]) -> dict[str, object]:
     return versions
 
 
-__all__ = ["LATENCY_PEERS", "PEERS", "DrainSpec", "peer_module", "peer_versions", "run_peer"]
+__all__ = [
+    "DEFAULT_PEERS",
+    "LATENCY_PEERS",
+    "PEERS",
+    "DrainSpec",
+    "peer_module",
+    "peer_versions",
+    "run_peer",
+]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import queue
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 
@@ -63,6 +63,10 @@ class Statements:
         self.complete_all = f"UPDATE {s}.job SET state = 'completed' WHERE state = 'queued'"
         self.completed = f"SELECT count(*) FROM {s}.job WHERE state = 'completed'"
 
+    def insert_params(self, data: list[str]) -> tuple[Any, ...]:
+        """The parameters of :attr:`insert` for the payloads ``data``."""
+        return (data,)
+
 
 class Connections:
     """Connections opened up front, lent one per statement (a minimal pool)."""
@@ -94,13 +98,42 @@ def _enqueue(pool: Connections, sql: Statements, jobs: int) -> float:
     for numbers in numbered_batches(jobs):
         data = [json.dumps({"n": n}) for n in numbers]
         with pool.cursor() as cur:
-            cur.execute(sql.insert, (data,), prepare=True)
+            cur.execute(sql.insert, sql.insert_params(data), prepare=True)
     return time.perf_counter() - began
+
+
+Fetch = Callable[[int], Sequence[Any]]
+"""A claim of up to n jobs, returning their ids."""
+
+
+def _claim(pool: Connections, sql: Statements) -> Fetch:
+    def fetch(n: int) -> Sequence[Any]:
+        with pool.cursor() as cur:
+            cur.execute(sql.claim, (n,), prepare=True)
+            return [row[0] for row in cur.fetchall()]  # the payload is read, then dropped
+
+    return fetch
 
 
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, warm up, and time the drain."""
-    sql = Statements(schema)
+    return drain_with(dsn, spec, schema, progress, NAME, Statements(schema), _claim)
+
+
+S = TypeVar("S", bound=Statements)
+
+
+def drain_with(
+    dsn: str,
+    spec: DrainSpec,
+    schema: str,
+    progress: Progress,
+    name: str,
+    sql: S,
+    claim: Callable[[Connections, S], Fetch],
+) -> DrainResult:
+    """The ceiling's drain of peer ``name`` with the statements ``sql`` and the claim that
+    ``claim`` makes of the pool and them."""
     create_schema(dsn, schema)
     pool = Connections(dsn, spec.consumers)
     try:
@@ -108,10 +141,7 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
             for ddl in sql.create:
                 cur.execute(ddl)
 
-        def fetch(n: int) -> Sequence[Any]:
-            with pool.cursor() as cur:
-                cur.execute(sql.claim, (n,), prepare=True)
-                return [row[0] for row in cur.fetchall()]  # the payload is read, then dropped
+        fetch = claim(pool, sql)
 
         def complete(ids: Sequence[Any]) -> None:
             with pool.cursor() as cur:
@@ -128,7 +158,7 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
         prepare_drain(dsn, spec.variant)
         postmaster = local_postmaster(dsn)
         reset_peak_rss()
-        cell = spec.cell(NAME, "psycopg")
+        cell = spec.cell(name, "psycopg")
         with cpu_window(postmaster) as cpu, tracked(progress, cell.description, spec.jobs) as tally:
             outcome = loops(tally)
         rss = peak_rss_bytes()
@@ -143,4 +173,13 @@ def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainRe
     )
 
 
-__all__ = ["NAME", "Statements", "drain", "unavailable", "versions"]
+__all__ = [
+    "NAME",
+    "Connections",
+    "Fetch",
+    "Statements",
+    "drain",
+    "drain_with",
+    "unavailable",
+    "versions",
+]

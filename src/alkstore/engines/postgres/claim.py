@@ -30,6 +30,7 @@ from .policies import (
     keyed_claim_sql,
     lock_free_claim_sql,
 )
+from .schema import rows_table
 from .settle import SettleMixin, unflowed_complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
@@ -51,7 +52,8 @@ class ClaimStrategy:
     key: str
     """The columns the pick returns."""
     join: str
-    """How the UPDATE re-finds the picked rows ``next`` (its FROM and WHERE)."""
+    """How the UPDATE of the job table re-finds the picked rows ``next`` (its FROM and
+    WHERE)."""
     skip_locked: bool
     """Pick with ``FOR UPDATE SKIP LOCKED``; else the UPDATE rechecks the state."""
     counts_picked: bool
@@ -60,13 +62,24 @@ class ClaimStrategy:
     batch_limit: str = "$2"
     """The ``LIMIT`` of a claim of up to ``$2`` jobs (one job has statements with ``1``
     written in)."""
+    rows_join: str | None = None
+    """How the UPDATE re-finds the picked rows in the table of the queues without a
+    partition of their own (:func:`~.schema.rows_table`), which it then updates instead of
+    the job table; None: every claim updates the job table."""
 
     def statements(
-        self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS, *, unless: str = ""
+        self,
+        s: str,
+        limit: str,
+        returned: str = RETURNED_JOB_COLUMNS,
+        *,
+        unless: str = "",
+        rows_table: str | None = None,
     ) -> tuple[str, str]:
         """The SELECT of at most ``limit`` queued jobs (to name ``next``) and the UPDATE of
         those rows that returns the claimed jobs (their columns ``returned``); ``unless``, a
-        condition on the rest of the statement, makes it claim nothing."""
+        condition on the rest of the statement, makes it claim nothing. ``rows_table``: the
+        queue has no partition of its own and its rows are in that table."""
         queued = accepted(Operation.FETCH)
         # The gate (one primary-key read of the queue row) keeps the plain claim off a queue
         # that is paused or whose policy or limit needs the keyed claim (policies.py).
@@ -84,17 +97,27 @@ class ClaimStrategy:
             # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only
             # one of them claim each (the other gets fewer rows, never the same job).
             recheck = f" AND j.state IN {queued}"
-        update = f"""UPDATE {s}.job j SET state = 'active', started_on = now(),
+        table, join = "job", self.join
+        if rows_table is not None and self.rows_join is not None:
+            table, join = rows_table, self.rows_join
+        update = f"""UPDATE {s}.{table} j SET state = 'active', started_on = now(),
                 heartbeat_on = {seconds_after("now()", "0 * j.heartbeat_seconds")},
                 retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
                                    ELSE j.retry_count + 1 END
-            {self.join}{recheck}
+            {join}{recheck}
             RETURNING {returned}"""
         return pick, update
 
-    def fetch_sql(self, s: str, limit: str, returned: str = RETURNED_JOB_COLUMNS) -> str:
-        """The claim of up to ``limit`` jobs of queue ``$1``."""
-        pick, update = self.statements(s, limit, returned)
+    def fetch_sql(
+        self,
+        s: str,
+        limit: str,
+        returned: str = RETURNED_JOB_COLUMNS,
+        rows_table: str | None = None,
+    ) -> str:
+        """The claim of up to ``limit`` jobs of queue ``$1`` (``rows_table``: as in
+        :meth:`statements`)."""
+        pick, update = self.statements(s, limit, returned, rows_table=rows_table)
         if not self.counts_picked:
             return f"WITH next AS ({pick}) {update}"
         return f"""WITH next AS ({pick}), claimed AS ({update})
@@ -102,7 +125,12 @@ class ClaimStrategy:
             FROM (SELECT count(*) AS picked FROM next) n LEFT JOIN claimed c ON true"""
 
     def complete_and_fetch_sql(
-        self, s: str, returned: str = RETURNED_JOB_COLUMNS, *, one: bool = False
+        self,
+        s: str,
+        returned: str = RETURNED_JOB_COLUMNS,
+        *,
+        one: bool = False,
+        rows_table: str | None = None,
     ) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
         to ``$2`` jobs of queue ``$1``, in one statement; with ``one``, the claim of one job,
@@ -110,12 +138,17 @@ class ClaimStrategy:
         pays nothing for flows (:func:`~.settle.unflowed_complete_ctes`): when a target is a
         flow parent it completes nothing and the statement claims nothing (``flow_parents``
         says so); the caller then completes with the release of the flow jobs, and claims
-        with a fetch after it (which sees the released jobs)."""
+        with a fetch after it (which sees the released jobs). ``rows_table``: as in
+        :meth:`statements`."""
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
         limit, targets_at = ("1", 2) if one else (self.batch_limit, 3)
         pick, update = self.statements(
-            s, limit, returned, unless="EXISTS (SELECT 1 FROM flow_parents)"
+            s,
+            limit,
+            returned,
+            unless="EXISTS (SELECT 1 FROM flow_parents)",
+            rows_table=rows_table,
         )
         return f"""WITH {unflowed_complete_ctes(s, targets_at, f"${targets_at + 2}")},
             next AS ({pick}), claimed AS ({update})
@@ -139,7 +172,7 @@ BY_TUPLE_ID = ClaimStrategy(
     # plan (which cannot know the LIMIT) hashed every row of the table to find them (8 ms a
     # one-job claim at 20,000 jobs), so the server re-planned the claim on every call.
     "skip-locked-by-tuple-id",
-    "ctid",
+    "ctid, tableoid",
     "WHERE j.name = $1 AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))",
     skip_locked=True,
     counts_picked=True,
@@ -151,6 +184,16 @@ BY_TUPLE_ID = ClaimStrategy(
     # the job table has no partition but the default one: a generic plan cannot prune
     # partitions, so with a queue's own partition PostgreSQL goes back to a plan per call.
     batch_limit="(SELECT $2::bigint)",
+    # A queue without a partition of its own: its rows are updated in their table, found by
+    # tableoid and ctid alone. "name = $1" is an index condition on job_pkey, and a plan made
+    # while the statistics counted a handful of the queue's jobs re-found the rows by walking
+    # every version of them in job_pkey, which a held transaction keeps (docs/benchmarks.md,
+    # "A claim planned without statistics"); through the job table, without the name, each
+    # partition would be probed. The tableoid keeps a stale guess (the queue was recreated
+    # with a partition of its own) from touching another partition's rows at those ctids:
+    # the claim then re-finds nothing and claims again.
+    rows_join="""WHERE j.tableoid = ANY(ARRAY(SELECT tableoid FROM next))
+        AND j.ctid = ANY(ARRAY(SELECT ctid FROM next))""",
 )
 BY_KEY = ClaimStrategy(
     # The join is on the whole key (name, id): with the name as "$1" the planner may
@@ -200,9 +243,10 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         """The claim strategy, from the effective capabilities."""
         return claim_for(self.capabilities)
 
-    def _claim_sql(self, kind: str, full: bool, one: bool) -> str:
+    def _claim_sql(self, kind: str, full: bool, one: bool, queue: str) -> str:
         """The ``kind`` (``fetch`` or ``complete_and_fetch``) statement returning ``full``
-        jobs (else lean ones), claiming ``one`` job or up to ``$2``; built once per engine.
+        jobs (else lean ones), claiming ``one`` job or up to ``$2`` of ``queue``; built once
+        per engine for the queues with a partition of their own and once for the others.
 
         One job has statements of their own with the limit written in. The server plans a
         prepared statement once (a generic plan) only where that plan is not costed above
@@ -211,20 +255,23 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         twice the claim's execution at one job a fetch (docs/benchmarks.md). A batch's
         limit is the strategy's :attr:`~ClaimStrategy.batch_limit`."""
 
+        own = self.own_partition_queues.get(queue, False)
+        rows = None if own else rows_table(self.capabilities)
+
         def build() -> str:
             returned = returned_columns(full)
             if kind == "fetch":
                 limit = "1" if one else self.claim.batch_limit
-                return self.claim.fetch_sql(self.s, limit, returned)
-            return self.claim.complete_and_fetch_sql(self.s, returned, one=one)
+                return self.claim.fetch_sql(self.s, limit, returned, rows)
+            return self.claim.complete_and_fetch_sql(self.s, returned, one=one, rows_table=rows)
 
-        return self.built_once(("claim", kind, full, one), build)
+        return self.built_once(("claim", kind, full, one, own), build)
 
     def _plain_claim(self, queue: str, batch_size: int, full: bool) -> Statement:
         """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else lean)."""
         if batch_size == 1:
-            return Statement(self._claim_sql("fetch", full, one=True), (queue,))
-        return Statement(self._claim_sql("fetch", full, one=False), (queue, batch_size))
+            return Statement(self._claim_sql("fetch", full, True, queue), (queue,))
+        return Statement(self._claim_sql("fetch", full, False, queue), (queue, batch_size))
 
     def _claimed_jobs(
         self, queue: str, rows: list[Row], include_metadata: bool = True
@@ -440,7 +487,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             return None
         full = include_metadata
         one = batch_size == 1
-        sql = self._claim_sql("complete_and_fetch", full, one)
+        sql = self._claim_sql("complete_and_fetch", full, one, queue)
         completion = (queue, *target_params(targets), output_json)
         params = (queue, *([] if one else [batch_size]), *completion[1:])
 

@@ -7,7 +7,7 @@ from ...core.plans import Plan, Statement, Steps
 from ...core.states import FINISHED, QUEUED
 from .base import EngineBase
 from .counters import DELETED_COLUMNS, counted_delete
-from .schema import in_list
+from .schema import RETENTION_BOUND, in_list
 from .sql import (
     seconds_after,
 )
@@ -18,8 +18,11 @@ class MaintenanceMixin(EngineBase):
 
     def remove_expired_retention(self) -> Plan[int]:
         """Delete queued jobs past ``keep_until``."""
+        # RETENTION_BOUND, implied by "keep_until < now()" but only stated does the planner
+        # see that job_retention's predicate holds.
         sql = f"""DELETE FROM {self.s}.job
-            WHERE state IN {in_list(QUEUED)} AND keep_until < now() RETURNING {DELETED_COLUMNS}"""
+            WHERE state IN {in_list(QUEUED)} AND keep_until < now() AND {RETENTION_BOUND}
+            RETURNING {DELETED_COLUMNS}"""
         return counted_delete(self, "retention", sql, ())
 
     def delete_finished(self) -> Plan[int]:

@@ -43,7 +43,7 @@ PLAIN_GATE = (
 )
 """The condition under which the plain claim may run for queue ``$1`` (format with ``s``)."""
 
-QUEUE_RULES = "SELECT policy, paused, concurrency_limit FROM {s}.queue WHERE name = $1"
+QUEUE_RULES = "SELECT policy, paused, concurrency_limit, partition FROM {s}.queue WHERE name = $1"
 """What a claim needs to know of queue ``$1`` (format with ``s``)."""
 
 
@@ -54,6 +54,8 @@ class QueueRules:
     policy: Policy
     paused: bool
     concurrency_limit: int | None
+    own_partition: bool
+    """The queue's jobs are in a partition of its own (not the default one)."""
 
     @classmethod
     def from_row(cls, row: Row, prefix: str = "") -> QueueRules:
@@ -62,6 +64,7 @@ class QueueRules:
             Policy(row[prefix + "policy"]),
             as_bool(row[prefix + "paused"]),
             as_opt_int(row[prefix + "concurrency_limit"]),
+            as_bool(row[prefix + "partition"]),
         )
 
     @property
@@ -100,17 +103,24 @@ class QueueHintsMixin(EngineBase):
         """queue name -> :attr:`QueueRules.keyed_unlimited` (absent: not known yet)."""
         return {}
 
+    @functools.cached_property
+    def own_partition_queues(self) -> dict[str, bool]:
+        """queue name -> :attr:`QueueRules.own_partition` (absent: not known yet)."""
+        return {}
+
     def learn(self, name: str, rules: QueueRules) -> None:
         """Remember what the queue row said."""
         self.plain_queues[name] = rules.plain
         self.standard_queues[name] = rules.policy is Policy.STANDARD
         self.keyed_unlimited_queues[name] = rules.keyed_unlimited
+        self.own_partition_queues[name] = rules.own_partition
 
     def forget(self, name: str) -> None:
         """Drop the guesses about a queue (deleted, or its limit changed)."""
         self.plain_queues.pop(name, None)
         self.standard_queues.pop(name, None)
         self.keyed_unlimited_queues.pop(name, None)
+        self.own_partition_queues.pop(name, None)
 
     @functools.cached_property
     def lock_free_keyed(self) -> bool:
@@ -273,9 +283,10 @@ def lock_free_claim_sql(
 
     The queue row gates the claim (a queue paused or given a limit meanwhile is not served by
     it), and the statement returns it in every row (columns ``queue_policy``,
-    ``queue_paused``, ``queue_concurrency_limit``, NULL when there is no such queue) beside
-    the claimed jobs' columns ``returned``, which are NULL in the one row of a claim that took
-    nothing: an empty fetch needs no second statement to tell "no jobs" from "no queue".
+    ``queue_paused``, ``queue_concurrency_limit``, ``queue_partition``, NULL when there is no
+    such queue) beside the claimed jobs' columns ``returned``, which are NULL in the one row of
+    a claim that took nothing: an empty fetch needs no second statement to tell "no jobs" from
+    "no queue".
     """
     queued = in_list(QUEUED)
     ctes = keyed_heads(s, policy, due_condition(ignore_start_after))
@@ -284,7 +295,8 @@ def lock_free_claim_sql(
             ORDER BY o.priority DESC, o.created_on, o.id LIMIT $2)"""
     )
     ctes.append(
-        f"""rules AS (SELECT pq.policy, pq.paused, pq.concurrency_limit FROM {s}.queue pq
+        f"""rules AS (SELECT pq.policy, pq.paused, pq.concurrency_limit, pq.partition
+            FROM {s}.queue pq
             WHERE pq.name = $1)"""
     )
     ctes.append(
@@ -306,7 +318,7 @@ def lock_free_claim_sql(
         + ",\n".join(ctes)
         + """
         SELECT r.policy AS queue_policy, r.paused AS queue_paused,
-            r.concurrency_limit AS queue_concurrency_limit, c.*
+            r.concurrency_limit AS queue_concurrency_limit, r.partition AS queue_partition, c.*
         FROM (SELECT 1) one LEFT JOIN rules r ON true LEFT JOIN claimed c ON true"""
     )
 

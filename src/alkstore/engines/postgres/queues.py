@@ -89,7 +89,12 @@ class QueueMixin(QueueHintsMixin):
                     f"SELECT {s}.create_queue_partition($1::text, $2::text, $3::text)",
                     (self.schema, name, table),
                 )
-            self.learn(name, QueueRules(options.policy, False, options.concurrency_limit))
+            self.learn(
+                name,
+                QueueRules(
+                    options.policy, False, options.concurrency_limit, bool(options.partition)
+                ),
+            )
 
         return self._plan(
             "create_queue",

@@ -295,6 +295,29 @@ def _v8(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
+RETENTION_BOUND = "keep_until < 'infinity'"
+"""The clause that keeps ``job_retention`` out of every plan but the retention pass's."""
+
+
+def _v9(s: str, caps: Capabilities) -> list[str]:
+    """``job_retention`` covers only the queued jobs that can expire (docs/benchmarks.md,
+    "A claim planned without statistics").
+
+    With the predicate of ``job_fetch`` (``state IN`` the queued states) it was a second
+    index the claim could walk: a plan made while the statistics counted no queued job
+    walked it whole, with no index condition, and sorted what it found; under a held
+    transaction that visited every dead queued version on every claim. A predicate the
+    claim does not imply leaves it to the retention pass, whose ``DELETE`` states the same
+    clause. Jobs with ``keep_until = 'infinity'`` (flow jobs waiting for a parent) never
+    expire, so they need no entry.
+    """
+    return [
+        f"DROP INDEX {s}.job_retention",
+        f"""CREATE INDEX job_retention ON {s}.job (keep_until)
+            WHERE state IN {in_list(QUEUED)} AND {RETENTION_BOUND}""",
+    ]
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1,
     2: _v2,
@@ -304,6 +327,7 @@ MIGRATIONS: dict[int, Migration] = {
     6: _v6,
     7: _v7_taken,
     8: _v8,
+    9: _v9,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 
