@@ -7,6 +7,7 @@ runs the installed ``alkstore`` script with its output piped.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import socket
@@ -420,6 +421,51 @@ def test_pause_and_resume_a_queue_and_list_and_remove_schedules(
         "",
     )
     assert store.schedules() == []
+
+
+def test_pause_resume_and_trigger_a_schedule_and_its_next_run(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("reports")
+    store.schedule("reports", "0 3 * * *", {"kind": "nightly"}, key="n")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    (listed,) = json.loads(_piped("schedules", "--json", *where).communicate(timeout=60)[0])
+    next_run = dt.datetime.fromisoformat(listed["next_run"])
+    assert (next_run.hour, next_run.minute) == (3, 0) and listed["paused_on"] is None
+    out, err = _piped("schedules", *where).communicate(timeout=60)
+    assert err == "" and next_run.strftime("%Y-%m-%d 03:00:00") in out
+
+    assert _piped("pause-schedule", "reports", "--key", "n", *where).communicate(timeout=60) == (
+        "the schedule of queue 'reports' with key 'n' is now paused\n",
+        "",
+    )
+    (paused,) = store.schedules()
+    assert paused.paused_on is not None
+    out, _err = _piped("schedules", *where).communicate(timeout=60)
+    assert "paused" in out
+    (listed,) = json.loads(_piped("schedules", "--json", *where).communicate(timeout=60)[0])
+    assert listed["next_run"] is None and listed["paused_on"] is not None
+
+    out, err = _piped("trigger-schedule", "reports", "--key", "n", "--json", *where).communicate(
+        timeout=60
+    )
+    sent = json.loads(out)["id"]
+    job = store.get_job("reports", sent)
+    assert err == "" and job is not None and job.data == {"kind": "nightly"}
+
+    out, err = _piped("resume-schedule", "reports", "--key", "n", *where).communicate(timeout=60)
+    assert (out, err) == (
+        "the schedule of queue 'reports' with key 'n' fires again from its next slot\n",
+        "",
+    )
+    assert store.schedules()[0].paused_on is None
+    for verb in ("pause-schedule", "resume-schedule", "trigger-schedule"):
+        process = _piped(verb, "reports", *where)
+        assert process.communicate(timeout=60) == (
+            "",
+            f"alkstore {verb}: queue 'reports' has no schedule with key ''\n",
+        )
+        assert process.returncode == 1
 
 
 def test_create_and_update_a_queue_with_options(

@@ -41,6 +41,18 @@ class OwnMessaging(Protocol):
         """Send the job of every due slot; how many."""
         ...
 
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Stop a schedule from firing; False if it was paused already."""
+        ...
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Let a paused schedule fire again; False if it was not paused."""
+        ...
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """Send a schedule's job now; its id, or None when the queue's policy refused it."""
+        ...
+
     def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
         """Subscribe ``queue`` to ``event``."""
         ...
@@ -60,6 +72,12 @@ def _event(event: object) -> str:
     if not isinstance(event, str) or not 1 <= len(event) <= 200:
         raise InvalidOptions("event", event, "must be a string of 1 to 200 characters")
     return event
+
+
+def _schedule_key(name: object, key: object) -> tuple[str, str]:
+    if not isinstance(key, str):
+        raise InvalidOptions("key", key, "must be a string")
+    return check_queue_name(name, "name"), key
 
 
 class Messaging:
@@ -94,11 +112,31 @@ class Messaging:
 
     def unschedule(self, name: str, key: str) -> Plan[bool]:
         """See :meth:`alkstore.Store.unschedule`."""
-        if not isinstance(key, str):
-            raise InvalidOptions("key", key, "must be a string")
+        name, key = _schedule_key(name, key)
         if self.own is not None:
-            return self.own.remove_schedule(check_queue_name(name, "name"), key)
-        return sql.remove_schedule(self.engine, check_queue_name(name, "name"), key)
+            return self.own.remove_schedule(name, key)
+        return sql.remove_schedule(self.engine, name, key)
+
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.Store.pause_schedule`."""
+        name, key = _schedule_key(name, key)
+        if self.own is not None:
+            return self.own.pause_schedule(name, key)
+        return sql.pause_schedule(self.engine, name, key)
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.Store.resume_schedule`."""
+        name, key = _schedule_key(name, key)
+        if self.own is not None:
+            return self.own.resume_schedule(name, key)
+        return sql.resume_schedule(self.engine, name, key)
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """See :meth:`alkstore.Store.trigger_schedule`."""
+        name, key = _schedule_key(name, key)
+        if self.own is not None:
+            return self.own.trigger_schedule(name, key)
+        return sql.trigger_schedule(self.engine, name, key)
 
     def schedules(self) -> Plan[list[Schedule]]:
         """See :meth:`alkstore.Store.schedules`."""

@@ -518,6 +518,28 @@ class Store:
         result: list[Schedule] = self._run(self._messaging.schedules())
         return result
 
+    def pause_schedule(self, name: str, key: str = "") -> bool:
+        """Stop the schedule ``(name, key)`` from firing until :meth:`resume_schedule`
+        (:meth:`trigger_schedule` still sends its job). False if it was paused already;
+        :class:`~alkstore.ScheduleNotFound` if there is no such schedule."""
+        return bool(self._run(self._messaging.pause_schedule(name, key)))
+
+    def resume_schedule(self, name: str, key: str = "") -> bool:
+        """Let the paused schedule ``(name, key)`` fire again from its next slot: the slots
+        that passed while it was paused are not fired, whatever its ``missed``. False if it
+        was not paused; :class:`~alkstore.ScheduleNotFound` if there is no such schedule."""
+        return bool(self._run(self._messaging.resume_schedule(name, key)))
+
+    def trigger_schedule(self, name: str, key: str = "") -> uuid.UUID | None:
+        """Send the job of the schedule ``(name, key)`` now (a run of its own, with a fresh
+        id: the next slot still fires; a paused schedule stays paused). Returns the job's
+        id, or None when the queue's policy refused it (as :meth:`send`);
+        :class:`~alkstore.ScheduleNotFound` if there is no such schedule."""
+        sent: uuid.UUID | None = self._run(self._messaging.trigger_schedule(name, key))
+        if sent is not None:
+            self._wake(name)
+        return sent
+
     def fire_schedules(self, *, now: dt.datetime | None = None) -> int:
         """Send the jobs of the due slots now (workers' supervisors do this every pass);
         ``now`` overrides the database's clock. Returns how many jobs were sent."""
@@ -934,6 +956,21 @@ class AsyncStore:
         """See :meth:`Store.schedules`."""
         result: list[Schedule] = await self._run(self._messaging.schedules())
         return result
+
+    async def pause_schedule(self, name: str, key: str = "") -> bool:
+        """See :meth:`Store.pause_schedule`."""
+        return bool(await self._run(self._messaging.pause_schedule(name, key)))
+
+    async def resume_schedule(self, name: str, key: str = "") -> bool:
+        """See :meth:`Store.resume_schedule`."""
+        return bool(await self._run(self._messaging.resume_schedule(name, key)))
+
+    async def trigger_schedule(self, name: str, key: str = "") -> uuid.UUID | None:
+        """See :meth:`Store.trigger_schedule`."""
+        sent: uuid.UUID | None = await self._run(self._messaging.trigger_schedule(name, key))
+        if sent is not None:
+            self._wake(name)
+        return sent
 
     async def fire_schedules(self, *, now: dt.datetime | None = None) -> int:
         """See :meth:`Store.fire_schedules`."""

@@ -61,17 +61,27 @@ def new_ids(count: int) -> list[uuid.UUID]:
             payloads.append(payload)
             last = payload
         _last = last
-    return [
-        uuid_of_int(
-            ((p >> _RANDOM_BITS) << 80)
-            | _VERSION_AND_VARIANT
-            | (((p >> 62) & 0xFFF) << 64)
-            | (p & _RAND_B_MASK)
-        )
-        for p in payloads
-    ]
+    return [_of_payload(p) for p in payloads]
 
 
 def new_id() -> uuid.UUID:
     """A fresh UUIDv7, greater than every id this process made before."""
     return new_ids(1)[0]
+
+
+def uuid7_at(millis: int, bits: int) -> uuid.UUID:
+    """The UUIDv7 of Unix time ``millis`` (milliseconds) whose 74 other payload bits are the
+    low bits of ``bits``: for ids that must be derived (the same in every process) yet sort
+    by time, as a scheduled job's (time: its slot) or the in-memory engine's dead-letter
+    copies (time: the copy's; bits: a counter)."""
+    return _of_payload(((millis & 0xFFFF_FFFF_FFFF) << _RANDOM_BITS) | (bits & _RANDOM_MASK))
+
+
+def _of_payload(payload: int) -> uuid.UUID:
+    """The UUIDv7 of 122 payload bits (48 of milliseconds, then 74 others)."""
+    return uuid_of_int(
+        ((payload >> _RANDOM_BITS) << 80)
+        | _VERSION_AND_VARIANT
+        | (((payload >> 62) & 0xFFF) << 64)
+        | (payload & _RAND_B_MASK)
+    )

@@ -274,7 +274,21 @@ RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
 """The longest schema name a result channel spells out (a longer one is hashed)."""
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+def _v7(s: str, caps: Capabilities) -> list[str]:
+    """Paused schedules (docs/workers.md, "Cron schedules"): since when a schedule is
+    paused, NULL while it fires. Nullable, no default: nothing is backfilled."""
+    return [f"ALTER TABLE {s}.schedule ADD COLUMN paused_on timestamptz"]
+
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+    7: _v7,
+}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)
