@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import pty
 import socket
 import subprocess
 import sys
@@ -466,6 +467,52 @@ def test_pause_resume_and_trigger_a_schedule_and_its_next_run(
             f"alkstore {verb}: queue 'reports' has no schedule with key ''\n",
         )
         assert process.returncode == 1
+
+
+def test_purge_asks_on_a_terminal_and_needs_yes_when_piped(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("q", retry_limit=0)
+    ids = store.send_many("q", [{"data": n} for n in range(4)])
+    fetched = store.fetch("q", batch_size=3)
+    store.complete("q", fetched[0])
+    store.fail("q", fetched[1], "boom")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    process = _piped("purge", "q", "--state", "completed,failed", *where)
+    assert process.communicate(timeout=60) == (
+        "",
+        "alkstore purge: refusing to delete 2 jobs of queue 'q' (1 completed, 1 failed)"
+        " without --yes: stdin is not a terminal to confirm on\n",
+    )
+    assert process.returncode == 1 and store.queue_stats("q").total == 4
+
+    for answer, deleted in (("n", 0), ("y", 2)):
+        leader, follower = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        command = [sys.executable, "-m", "alkstore.cli", "purge", "q", "--state", "failed"]
+        terminal = subprocess.Popen(
+            [*command, "--state", "completed", *where],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        os.close(follower)
+        os.write(leader, f"{answer}\n".encode())
+        out, err = terminal.communicate(timeout=60)
+        os.close(leader)
+        assert out.startswith("delete 2 jobs of queue 'q' (1 completed, 1 failed)? [y/N] ")
+        assert store.queue_stats("q").total == 4 - deleted
+    assert err == "" and out.endswith("deleted 2 jobs of queue 'q' in states completed,failed\n")
+
+    argv = ("purge", "q", "--state", "created", "--state", "active", "--yes", "--json")
+    out, err = _piped(*argv, *where).communicate(timeout=60)
+    assert json.loads(out) == {"queue": "q", "states": ["active", "created"], "deleted": 2}
+    assert store.list_jobs("q") == [] and err == "" and len(ids) == 4
+    process = _piped("purge", "q", "--state", "done", "--yes", *where)
+    assert process.communicate(timeout=60)[1].startswith("alkstore purge: --state 'done': job")
 
 
 def test_create_and_update_a_queue_with_options(

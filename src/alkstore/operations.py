@@ -34,6 +34,8 @@ from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
 from .core.states import JobState
 from .core.targets import IdLike, targets
 from .core.validation import INT_MAX, check_queue_name, is_int
+from .engines.postgres import purge
+from .engines.postgres.runtime import runtime_engine
 
 
 def error_output(error: Any) -> str | None:
@@ -70,6 +72,17 @@ def _positive(field: str, value: object) -> int:
     if not is_int(value) or not 1 <= value <= INT_MAX:  # type: ignore[operator]
         raise InvalidOptions(field, value, f"must be an integer from 1 to {INT_MAX}")
     return value  # type: ignore[return-value]
+
+
+def _job_states(states: Iterable[JobState | str]) -> list[JobState]:
+    wanted: list[JobState] = []
+    for state in [states] if isinstance(states, str) else states:
+        try:
+            wanted.append(JobState(state))
+        except ValueError:
+            known = ", ".join(JobState)
+            raise InvalidOptions("states", state, f"job states are {known}") from None
+    return wanted
 
 
 class Operations:
@@ -291,17 +304,22 @@ class Operations:
         after: IdLike | None,
     ) -> Plan[list[Job]]:
         """See :meth:`alkstore.Store.list_jobs`."""
-        wanted: list[JobState] = []
-        for state in [states] if isinstance(states, str) else states:
-            try:
-                wanted.append(JobState(state))
-            except ValueError:
-                known = ", ".join(JobState)
-                raise InvalidOptions("states", state, f"job states are {known}") from None
         start = None if after is None else targets(after).ids[0]
         return self.engine.list_jobs(
-            check_queue_name(queue), wanted, _positive("limit", limit), start
+            check_queue_name(queue), _job_states(states), _positive("limit", limit), start
         )
+
+    def purge_jobs(
+        self, queue: str, states: Iterable[JobState | str], batch_size: int
+    ) -> Plan[int]:
+        """See :meth:`alkstore.Store.purge_jobs`."""
+        wanted = frozenset(_job_states(states))
+        if not wanted:  # never "every state" by omission
+            raise InvalidOptions("states", states, "name at least one state to purge")
+        name, size = check_queue_name(queue), _positive("batch_size", batch_size)
+        if isinstance(self.engine, purge.OwnPurge):
+            return self.engine.purge_jobs(name, wanted, size)
+        return purge.purge_jobs(runtime_engine(self.engine), name, wanted, size)
 
     def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
         """See :meth:`alkstore.Store.search_jobs`."""

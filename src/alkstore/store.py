@@ -277,6 +277,15 @@ class Store:
         """Delete jobs in any state."""
         return int(self._run(self._ops.delete_jobs(queue, ids)))
 
+    def purge_jobs(
+        self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000
+    ) -> int:
+        """Delete every job of ``queue`` in ``states`` (at least one; ``active`` ones only if
+        named: their workers' settles then find nothing), ``batch_size`` rows per statement,
+        each batch committed on its own; returns how many were deleted. A job that leaves
+        the states meanwhile (fetched, settled) is kept."""
+        return int(self._run(self._ops.purge_jobs(queue, states, batch_size)))
+
     def touch(self, queue: str, ids: Ids) -> int:
         """Heartbeat active jobs."""
         return int(self._run(self._ops.touch(queue, ids)))
@@ -760,6 +769,12 @@ class AsyncStore:
     async def delete_jobs(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.delete_jobs`."""
         return int(await self._run(self._ops.delete_jobs(queue, ids)))
+
+    async def purge_jobs(
+        self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000
+    ) -> int:
+        """See :meth:`Store.purge_jobs`."""
+        return int(await self._run(self._ops.purge_jobs(queue, states, batch_size)))
 
     async def touch(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.touch`."""

@@ -22,6 +22,7 @@ SUBCOMMANDS = (
     "bench",
     "admin",
     "jobs",
+    "purge",
     "queue_options",
     "schedules",
     "schema",

@@ -300,6 +300,17 @@ class MemoryEngine(MemoryMessaging):
         """Delete jobs in any state."""
         return self._model("delete_jobs", lambda m: m.delete_jobs(queue, targets))
 
+    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """Delete the jobs of ``queue`` in ``states`` (at once: nothing waits on a lock)."""
+
+        def purge(m: Model) -> int:
+            if queue not in m.queues:
+                raise QueueNotFound(queue)
+            doomed = [j.id for j in m.jobs.values() if j.queue == queue and j.state in states]
+            return m.delete_jobs(queue, doomed)
+
+        return self._model("purge_jobs", purge)
+
     def get_job(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
         """One job, or None."""
 
