@@ -4,6 +4,7 @@ inert, and each page's screenshot is saved for docs/dashboard.md."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Iterator
@@ -389,3 +390,27 @@ def test_auto_refresh_is_opt_in_and_keeps_the_page_and_its_filters(
         assert page.url == f"{url}/queues/emails?state=created"
         assert page.locator("meta[http-equiv=refresh]").count() == 0
         assert page.dialogs == []
+
+
+def test_the_workers_page_lists_the_processes_running_workers(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    expect = playwright_api.expect
+    store.create_queue("emails")
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url:
+        page.goto(f"{url}/workers")
+        expect(page.locator("#processes tbody")).to_contain_text("No process runs workers")
+        with store.work("emails", lambda job: None, poll_interval=0.05):
+            deadline = time.monotonic() + 30
+            while not store.worker_processes():
+                assert time.monotonic() < deadline, "the worker's process was never recorded"
+                time.sleep(0.05)
+            page.reload()
+            row = page.locator("#processes tbody tr")
+            expect(row).to_have_count(1)
+            expect(row.locator("td").nth(1)).to_have_text(str(os.getpid()))
+            expect(row.get_by_role("link", name="emails")).to_be_visible()
+            shot(page, "workers")
+        page.reload()
+        expect(page.locator("#processes tbody")).to_contain_text("No process runs workers")

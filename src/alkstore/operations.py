@@ -30,11 +30,11 @@ from .core.options import (
 )
 from .core.plans import Plan, Steps
 from .core.queries import JobPage, JobQuery, JobSearch, JobSelector, Match
-from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats, WorkerProcess
 from .core.states import JobState
 from .core.targets import IdLike, targets
 from .core.validation import INT_MAX, check_queue_name, is_int
-from .engines.postgres import purge
+from .engines.postgres import processes, purge
 from .engines.postgres.runtime import runtime_engine
 
 
@@ -308,6 +308,24 @@ class Operations:
         return self.engine.list_jobs(
             check_queue_name(queue), _job_states(states), _positive("limit", limit), start
         )
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """The supervisor's record of its process (:mod:`~.engines.postgres.processes`)."""
+        if isinstance(self.engine, processes.OwnProcesses):
+            return self.engine.record_process(owner, ttl, info_json)
+        return processes.record_process(runtime_engine(self.engine), owner, ttl, info_json)
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """Delete the supervisor's record of its process."""
+        if isinstance(self.engine, processes.OwnProcesses):
+            return self.engine.forget_process(owner)
+        return processes.forget_process(runtime_engine(self.engine), owner)
+
+    def worker_processes(self) -> Plan[list[WorkerProcess]]:
+        """See :meth:`alkstore.Store.worker_processes`."""
+        if isinstance(self.engine, processes.OwnProcesses):
+            return self.engine.list_processes()
+        return processes.list_processes(runtime_engine(self.engine))
 
     def purge_jobs(
         self, queue: str, states: Iterable[JobState | str], batch_size: int

@@ -25,7 +25,7 @@ from .core.errors import InvalidOptions, QueueExists, StatementTimeout
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import GroupLimit
 from .core.queries import JobPage, JobSearch
-from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats, WorkerProcess
 from .core.schedules import Schedule
 from .core.states import JobState
 from .core.targets import IdLike
@@ -276,6 +276,14 @@ class Store:
     def delete_jobs(self, queue: str, ids: Ids) -> int:
         """Delete jobs in any state."""
         return int(self._run(self._ops.delete_jobs(queue, ids)))
+
+    def worker_processes(self) -> list[WorkerProcess]:
+        """The processes running workers on this schema, as their supervisors recorded
+        themselves (every 10 s or so; a process that stopped its workers is gone, one that
+        died drops out within 40 s), by owner (``host:pid:suffix``). Workers started with
+        ``maintenance=False`` run no supervisor and are not listed. Read-only."""
+        result: list[WorkerProcess] = self._run(self._ops.worker_processes())
+        return result
 
     def purge_jobs(
         self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000
@@ -769,6 +777,11 @@ class AsyncStore:
     async def delete_jobs(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.delete_jobs`."""
         return int(await self._run(self._ops.delete_jobs(queue, ids)))
+
+    async def worker_processes(self) -> list[WorkerProcess]:
+        """See :meth:`Store.worker_processes`."""
+        result: list[WorkerProcess] = await self._run(self._ops.worker_processes())
+        return result
 
     async def purge_jobs(
         self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000

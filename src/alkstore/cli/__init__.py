@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "schedules",
     "schema",
     "worker",
+    "processes",
     "dashboard",
     "metrics",
 )

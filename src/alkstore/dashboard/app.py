@@ -3,7 +3,8 @@
 Pages: the queues with their counts (``/``), a queue's jobs filtered by state, singleton key
 and text in data with keyset paging (``/queues/{queue}``), one job with its flow
 dependencies, attempt history and dead-letter copy (``/queues/{queue}/jobs/{id}``), the
-schedules with their next run (``/schedules``). Actions (retry, cancel, resume, delete a
+schedules with their next run (``/schedules``), the processes running workers
+(``/workers``). Actions (retry, cancel, resume, delete a
 job; pause or resume a queue; redrive a dead-letter queue; pause, resume, trigger or remove
 a schedule) are POSTs carrying the process's CSRF token and go through the store's
 operations only; ``read_only`` removes their forms and refuses them. The irreversible ones
@@ -278,6 +279,10 @@ def create_app(settings: DashboardSettings) -> Starlette:
             confirmed=CONFIRMED,
         )
 
+    async def workers_page(request: Request) -> Response:
+        processes = await store().worker_processes()
+        return render(request, "workers.html", processes=processes)
+
     async def confirm_page(request: Request) -> Response:
         """The confirmation of an irreversible action: a page whose button POSTs it."""
         action = request.path_params["action"]
@@ -366,6 +371,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
     routes = [
         Route("/", queues_page),
         Route("/schedules", schedules_page),
+        Route("/workers", workers_page),
         Route("/schedules/{queue:path}/{action}", confirm_page, methods=["GET"]),
         Route("/schedules/{queue:path}/{action}", schedule_action, methods=["POST"]),
         Route("/queues/{queue:path}/jobs/{job}", job_page),

@@ -107,6 +107,7 @@ class MemoryTestHooks:
             schema.queue_times.clear()
             schema.schedules.clear()
             schema.subscriptions.clear()
+            schema.processes.clear()
 
         return self.engine._plan("test-reset", reset)
 

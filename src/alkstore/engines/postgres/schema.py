@@ -275,9 +275,16 @@ RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
 
 
 def _v7(s: str, caps: Capabilities) -> list[str]:
-    """Paused schedules (docs/workers.md, "Cron schedules"): since when a schedule is
-    paused, NULL while it fires. Nullable, no default: nothing is backfilled."""
-    return [f"ALTER TABLE {s}.schedule ADD COLUMN paused_on timestamptz"]
+    """Paused schedules and the worker processes' records (docs/cli.md).
+
+    ``schedule.paused_on``: since when a schedule is paused, NULL while it fires.
+    ``supervisor.info``: what a process running workers recorded of itself (host, pid,
+    queues, how many workers) in its row ``process:OWNER``; the ``maintenance`` row leaves
+    it NULL. Nullable, no default: nothing is backfilled."""
+    return [
+        f"ALTER TABLE {s}.schedule ADD COLUMN paused_on timestamptz",
+        f"ALTER TABLE {s}.supervisor ADD COLUMN info jsonb",
+    ]
 
 
 MIGRATIONS: dict[int, Migration] = {
