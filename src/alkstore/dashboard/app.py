@@ -21,7 +21,7 @@ import datetime as dt
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -307,11 +307,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         )
 
     async def schedule_action(request: Request) -> Response:
-        await _check_post(request)
-        name = request.path_params["queue"]
-        action = request.path_params["action"]
-        if action not in SCHEDULE_ACTIONS:
-            raise HTTPException(404, "no such action")
+        name, action = await _posted(request, SCHEDULE_ACTIONS)
         key = (await request.form()).get("key", "")
         if not isinstance(key, str):
             raise HTTPException(400, "the schedule's key must be text")
@@ -319,11 +315,9 @@ def create_app(settings: DashboardSettings) -> Starlette:
         return RedirectResponse(f"/schedules?done={action}+{changed}", status_code=303)
 
     async def job_action(request: Request) -> Response:
-        await _check_post(request)
-        name = request.path_params["queue"]
-        action = request.path_params["action"]
+        name, action = await _posted(request, JOB_ACTIONS)
         job_id = _uuid_or_none(request.path_params["job"])
-        if action not in JOB_ACTIONS or job_id is None:
+        if job_id is None:
             raise HTTPException(404, "no such action")
         operation = {
             "retry": store().retry,
@@ -336,13 +330,18 @@ def create_app(settings: DashboardSettings) -> Starlette:
         return RedirectResponse(f"{target}?done={action}+{changed}", status_code=303)
 
     async def queue_action(request: Request) -> Response:
-        await _check_post(request)
-        name = request.path_params["queue"]
-        action = request.path_params["action"]
-        if action not in QUEUE_ACTIONS:
-            raise HTTPException(404, "no such action")
+        name, action = await _posted(request, QUEUE_ACTIONS)
         changed = await _queue_action(store(), name, action)
         return RedirectResponse(f"/queues/{name}?done={action}+{changed}", status_code=303)
+
+    async def _posted(request: Request, known: Collection[str]) -> tuple[str, str]:
+        """The queue and the action of a checked POST (:func:`_check_post`), the action
+        one of ``known`` (else a 404)."""
+        await _check_post(request)
+        action = request.path_params["action"]
+        if action not in known:
+            raise HTTPException(404, "no such action")
+        return request.path_params["queue"], action
 
     async def _check_post(request: Request) -> None:
         if settings.read_only:
