@@ -19,7 +19,8 @@ import psycopg
 import pytest
 
 import alkstore
-from alkstore.bench.commands import _enqueue_ratios, telemetry_overhead
+from alkstore.bench.commands.drain import telemetry_overhead
+from alkstore.bench.commands.peers import _enqueue_ratios
 from alkstore.bench.measure import Latency, cpu_window, local_postmaster, percentile
 from alkstore.bench.pacing import after_commit
 from alkstore.bench.pressure import PressureSpec, Trace, held, phases

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from .core.attempts import snooze_seconds
-from .core.contracts import Engine
+from .core.contracts import Engine, operator_plans
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.flows import build_flow
 from .core.ids import new_id, new_ids
@@ -34,8 +34,6 @@ from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats, Wo
 from .core.states import JobState
 from .core.targets import IdLike, targets
 from .core.validation import INT_MAX, check_queue_name, is_int
-from .engines.postgres import processes, purge
-from .engines.postgres.runtime import runtime_engine
 
 
 def error_output(error: Any) -> str | None:
@@ -310,22 +308,16 @@ class Operations:
         )
 
     def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
-        """The supervisor's record of its process (:mod:`~.engines.postgres.processes`)."""
-        if isinstance(self.engine, processes.OwnProcesses):
-            return self.engine.record_process(owner, ttl, info_json)
-        return processes.record_process(runtime_engine(self.engine), owner, ttl, info_json)
+        """The supervisor's record of its process (``alkstore workers``)."""
+        return operator_plans(self.engine).record_process(owner, ttl, info_json)
 
     def forget_process(self, owner: str) -> Plan[None]:
         """Delete the supervisor's record of its process."""
-        if isinstance(self.engine, processes.OwnProcesses):
-            return self.engine.forget_process(owner)
-        return processes.forget_process(runtime_engine(self.engine), owner)
+        return operator_plans(self.engine).forget_process(owner)
 
     def worker_processes(self) -> Plan[list[WorkerProcess]]:
         """See :meth:`alkstore.Store.worker_processes`."""
-        if isinstance(self.engine, processes.OwnProcesses):
-            return self.engine.list_processes()
-        return processes.list_processes(runtime_engine(self.engine))
+        return operator_plans(self.engine).list_processes()
 
     def purge_jobs(
         self, queue: str, states: Iterable[JobState | str], batch_size: int
@@ -335,9 +327,7 @@ class Operations:
         if not wanted:  # never "every state" by omission
             raise InvalidOptions("states", states, "name at least one state to purge")
         name, size = check_queue_name(queue), _positive("batch_size", batch_size)
-        if isinstance(self.engine, purge.OwnPurge):
-            return self.engine.purge_jobs(name, wanted, size)
-        return purge.purge_jobs(runtime_engine(self.engine), name, wanted, size)
+        return operator_plans(self.engine).purge_jobs(name, wanted, size)
 
     def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
         """See :meth:`alkstore.Store.search_jobs`."""

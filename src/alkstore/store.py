@@ -30,12 +30,19 @@ from .core.schedules import Schedule
 from .core.states import JobState
 from .core.targets import IdLike
 from .core.validation import int_at_least, optional_seconds, schema_name
-from .drivers import async_driver, sync_driver
-from .drivers.base import AsyncDriver, AsyncSource, DriverSettings, SyncDriver, SyncSource
+from .drivers import async_driver, scheme_driver, sync_driver
+from .drivers.base import (
+    AsyncDriver,
+    AsyncSource,
+    DriverSettings,
+    DriverSpec,
+    InProcessSource,
+    SyncDriver,
+    SyncSource,
+)
 from .drivers.common import resolve_timeouts
 from .engines import engine_class
 from .engines.detect import detect_plan
-from .engines.memory.driver import check_memory, connect_memory, connect_memory_async, is_memory
 from .messaging import Messaging
 from .operations import Operations
 from .runner import run_async, run_sync
@@ -1172,6 +1179,75 @@ def _callers_source(drv: SyncDriver | AsyncDriver, conn: Any, *, face: str) -> A
     return source
 
 
+IN_PROCESS_OPTIONS = frozenset({"engine", "schema", "migrate", "driver", "emulate"})
+"""The ``connect`` options a database in this process (``memory://``) takes; the others
+configure a server connection."""
+
+
+def _in_process_options(spec: DriverSpec, options: Mapping[str, Any]) -> ConnectOptions:
+    """The options of a ``connect`` to a database in this process (its scheme names the
+    driver, and the engine of that name): an option that configures a server is refused."""
+    scheme = spec.name
+    unknown = sorted(set(options) - IN_PROCESS_OPTIONS)
+    if unknown:
+        name = unknown[0]
+        raise InvalidOptions(name, options[name], f"does not apply to {scheme}:// (no server)")
+    if options.get("emulate", False) is not False:
+        raise InvalidOptions("emulate", options["emulate"], f"{scheme}:// emulates no server")
+    if options.get("engine", scheme) != scheme:
+        raise InvalidOptions(
+            "engine", options["engine"], f"a {scheme}:// URI needs engine={scheme!r}"
+        )
+    if options.get("driver", scheme) != scheme:
+        raise InvalidOptions("driver", options["driver"], f"{scheme}:// runs in-process: no driver")
+    schema, migrate = options.get("schema", "alkstore"), options.get("migrate", True)
+    return ConnectOptions(engine=scheme, schema=schema, migrate=migrate)
+
+
+def _in_process_engine(source: object, opts: ConnectOptions) -> Engine:
+    """The engine ``opts`` names, on the database ``source`` opened."""
+    options = source.engine_options() if isinstance(source, InProcessSource) else {}
+    return engine_class(opts.engine or "").configure(opts.schema, options)
+
+
+def _connect_in_process(dsn: str, spec: DriverSpec, opts: ConnectOptions) -> Store:
+    """:func:`connect` of a database in this process (``memory://``)."""
+    drv = spec.load()
+    assert isinstance(drv, SyncDriver)
+    source = drv.open(dsn, DriverSettings())
+    try:
+        engine = _in_process_engine(source, opts)
+    except BaseException:
+        source.close()
+        raise
+    store = Store(engine, drv, source)
+    try:
+        store.migrate() if opts.migrate else store._run(engine.check_version())
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+async def _open_in_process_async(dsn: str, spec: DriverSpec, opts: ConnectOptions) -> AsyncStore:
+    """:func:`connect_async` of a database in this process (``memory://``)."""
+    drv = spec.load()
+    assert isinstance(drv, AsyncDriver)
+    source = await drv.open(dsn, DriverSettings())
+    try:
+        engine = _in_process_engine(source, opts)
+    except BaseException:
+        await source.close()
+        raise
+    store = AsyncStore(engine, drv, source)
+    try:
+        await (store.migrate() if opts.migrate else store._run(engine.check_version()))
+    except BaseException:
+        await store.close()
+        raise
+    return store
+
+
 def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
     """Open a :class:`Store` (use it in a ``with`` block, or call ``close()``).
 
@@ -1203,8 +1279,9 @@ def connect(dsn: Any, **options: Unpack[ConnectKwargs]) -> Store:
       seconds: a call whose server does not answer within the larger of the last two plus
       5 s is abandoned with :class:`~alkstore.DeadlineExceeded` (docs/deployment.md).
     """
-    if is_memory(dsn):
-        return connect_memory(dsn, options)
+    in_process = scheme_driver(dsn, is_async=False)
+    if in_process is not None:
+        return _connect_in_process(dsn, in_process, _in_process_options(in_process, options))
     opts = ConnectOptions(**options)
     target = resolve_target(dsn, opts.engine, opts.migrated())
     try:
@@ -1306,8 +1383,9 @@ def connect_async(dsn: Any, **options: Unpack[ConnectKwargs]) -> AsyncConnector:
     ``store = await connect_async(...)`` or ``async with connect_async(...) as store:``.
     The options are checked now, before anything is awaited.
     """
-    if is_memory(dsn):
-        check_memory(dsn, options)
-        return AsyncConnector(lambda: connect_memory_async(dsn, options))
+    in_process = scheme_driver(dsn, is_async=True)
+    if in_process is not None:
+        checked = _in_process_options(in_process, options)
+        return AsyncConnector(lambda: _open_in_process_async(dsn, in_process, checked))
     opts = ConnectOptions(**options)
     return AsyncConnector(lambda: _open_async(dsn, opts))

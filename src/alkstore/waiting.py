@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from .core.contracts import ResultWatch, result_watch
 from .core.errors import InvalidOptions, JobNotFound, UnsupportedByDriver, WaitTimeout
 from .core.plans import Plan
 from .core.records import Job
@@ -28,14 +29,12 @@ from .core.states import FINISHED
 from .core.targets import IdLike, targets
 from .core.validation import MAX_DELAY, check_queue_name
 from .drivers.base import DriverSettings, Notification
-from .engines.postgres.engine import PostgresEngine
-from .engines.postgres.waiting import result_channel, watch_result
 
 if TYPE_CHECKING:
     from .operations import Operations
     from .store import AsyncStore, Store
 
-ListenAt = tuple[PostgresEngine, str, DriverSettings]
+ListenAt = tuple[ResultWatch, str, DriverSettings]
 """The engine whose result channel waits listen on, and the DSN and settings to reach it."""
 
 POLL_FIRST = 0.005
@@ -87,14 +86,14 @@ class Waiting:
         (self.job_id,) = targets(job_id).ids
         self.timeout = check_timeout(timeout)
         self.deadline = time.monotonic() + self.timeout
-        self.listened: PostgresEngine | None = None
+        self.listened: ResultWatch | None = None
         """The engine, once a listener listens for this job's notification."""
         self._pauses = pauses()
 
     def read(self, ops: Operations) -> Plan[Job | None]:
         """The plan that reads the job (marking it waited when a listener will be told)."""
         if self.listened is not None:
-            return watch_result(self.listened, self.queue, self.job_id)
+            return self.listened.watch_result(self.queue, self.job_id)
         return ops.get_job(self.queue, self.job_id)
 
     def outcome(self, job: Job | None) -> Job | float:
@@ -111,17 +110,10 @@ class Waiting:
         return min(left, cap, next(self._pauses))
 
 
-def _postgres(engine: Any) -> PostgresEngine | None:
-    for candidate in (engine, getattr(engine, "inner", None)):
-        if isinstance(candidate, PostgresEngine):
-            return candidate
-    return None
-
-
 def listen_at(store: Store | AsyncStore) -> ListenAt | None:
     """The engine whose result channel a store's waits listen on, and where; None where
     they only poll."""
-    engine = _postgres(store.engine)
+    engine = result_watch(store.engine)
     caps = store.engine.capabilities
     if engine is None or not (caps.listen_notify and caps.row_triggers) or caps.single_connection:
         return None
@@ -225,7 +217,7 @@ class ResultListener(_Hub):
         return thread
 
     def _listen(self) -> None:
-        name = result_channel(self.engine)
+        name = self.engine.result_channel()
         while not self._idle():
             try:
                 listener = self._store.driver.open_listener(self._dsn, self._settings)
@@ -273,7 +265,7 @@ class AsyncResultListener(_Hub):
                 await running
 
     async def _listen(self) -> None:
-        name = result_channel(self.engine)
+        name = self.engine.result_channel()
         while not self._idle():
             try:
                 listener = await self._store.driver.open_listener(self._dsn, self._settings)

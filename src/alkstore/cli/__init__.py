@@ -33,6 +33,10 @@ SUBCOMMANDS = (
 )
 """Modules of this package that register subcommands."""
 
+CLI_INSTALL = 'pip install "alkstore[cli]"'
+"""The command that installs what the ``alkstore`` command needs beyond the library (rich,
+for its tables and progress bars; the library itself never imports it)."""
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
@@ -50,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``alkstore`` console script."""
+    try:
+        import rich  # noqa: F401
+    except ImportError:
+        print(f"the alkstore command needs rich: {CLI_INSTALL}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # refused by the subcommand's parser, so that its usage is the one shown

@@ -16,10 +16,11 @@ from .capabilities import Capabilities
 from .description import EngineDescription, ServerInfo
 from .errors import UnsupportedByEngine
 from .flows import FlowStep
-from .options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
+from .options import PLAIN_FETCH, FetchOptions, JobOptions, NewJob, QueueOptions
 from .plans import Isolation, Plan, Row
 from .queries import JobPage, JobQuery, JobSearch, JobSelector
-from .records import Handoff, Job, Queue, QueueStats
+from .records import Handoff, Job, Queue, QueueStats, WorkerProcess
+from .schedules import Schedule, ScheduleSpec
 from .states import JobState
 from .targets import Targets
 
@@ -290,6 +291,124 @@ class OwnRuntime(Protocol):
         """Heartbeat the running jobs that have ``heartbeat_seconds``; the ids of those still
         active in the attempt they were fetched in."""
         ...
+
+
+@runtime_checkable
+class MessagingPlans(Protocol):
+    """The plans of cron schedules and pub/sub (:mod:`alkstore.messaging` checks the
+    arguments, then asks the engine for these): optional, so an engine without them still
+    serves every other operation, and :func:`messaging_plans` refuses these by name."""
+
+    def put_schedule(self, spec: ScheduleSpec) -> Plan[None]:
+        """Create or replace the schedule ``(spec.name, spec.key)``."""
+        ...
+
+    def remove_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Delete a schedule; True if there was one."""
+        ...
+
+    def list_schedules(self) -> Plan[list[Schedule]]:
+        """Every schedule, by name and key."""
+        ...
+
+    def fire_schedules(self, now: dt.datetime | None) -> Plan[int]:
+        """Send the job of every due slot; how many."""
+        ...
+
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Stop a schedule from firing; False if it was paused already
+        (:class:`~.errors.ScheduleNotFound` if there is none)."""
+        ...
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Let a paused schedule fire again from its next slot, the slots of the pause
+        counted as fired; False if it was not paused."""
+        ...
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """Send a schedule's job now (a fresh id, its slots untouched); the id, or None
+        when the queue's policy refused it."""
+        ...
+
+    def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
+        """Subscribe ``queue`` to ``event``."""
+        ...
+
+    def unsubscribe_queue(self, event: str, queue: str) -> Plan[bool]:
+        """Remove a subscription; True if there was one."""
+        ...
+
+    def publish_event(
+        self, event: str, data_json: str | None, options: JobOptions
+    ) -> Plan[list[tuple[str, uuid.UUID]]]:
+        """One job per subscribed queue; ``(queue, id)`` of each, by queue."""
+        ...
+
+
+def messaging_plans(engine: Engine) -> MessagingPlans:
+    """``engine`` as the builder of schedule and pub/sub plans; an engine without them is
+    refused by name."""
+    if isinstance(engine, MessagingPlans):
+        return engine
+    raise UnsupportedByEngine(
+        engine.name, "messaging", "it builds no plans for schedules and pub/sub"
+    )
+
+
+@runtime_checkable
+class OperatorPlans(Protocol):
+    """The plans of the operator's tools (``purge_jobs``, the worker processes' records of
+    ``alkstore workers``): optional, and :func:`operator_plans` refuses them by name."""
+
+    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """Delete the jobs of ``queue`` in ``states``, at most ``batch_size`` per statement
+        (each committed on its own, re-checking the state); how many
+        (:class:`~.errors.QueueNotFound` for an unknown queue)."""
+        ...
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """Create or refresh the record of the process ``owner`` (``info_json``: host, pid,
+        queues, workers, ttl), expiring in ``ttl`` seconds; expired records go."""
+        ...
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """Delete the record of the process ``owner``."""
+        ...
+
+    def list_processes(self) -> Plan[list[WorkerProcess]]:
+        """The unexpired process records, by owner."""
+        ...
+
+
+def operator_plans(engine: Engine) -> OperatorPlans:
+    """``engine`` as the builder of the operator's plans; an engine without them is refused
+    by name."""
+    if isinstance(engine, OperatorPlans):
+        return engine
+    raise UnsupportedByEngine(engine.name, "operator", "it builds no purge or process plans")
+
+
+@runtime_checkable
+class ResultWatch(Protocol):
+    """What ``store.wait`` needs of an engine to be told when a job finishes instead of only
+    reading it again: optional, and used only where the engine's capabilities have both
+    ``listen_notify`` and ``row_triggers`` (docs/tasks.md, "Waiting for a result")."""
+
+    def result_channel(self) -> str:
+        """The channel the engine notifies (payload: the job id) when a job that someone
+        waits for finishes."""
+        ...
+
+    def watch_result(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """The job as it is now (None: not in ``queue``), marked so that its finish is
+        notified on :meth:`result_channel`."""
+        ...
+
+
+def result_watch(engine: Engine) -> ResultWatch | None:
+    """``engine`` as the builder of ``wait``'s notified reads; None when it builds none (its
+    waits then only read again)."""
+    return engine if isinstance(engine, ResultWatch) else None
 
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 
 from ..core.errors import DriverUnavailable, InvalidOptions
 from .base import AsyncDriver, DriverSpec, SyncDriver
-from .builtin import ORDER
+from .builtin import ORDER, SCHEMES
 
 GROUP = "alkstore.drivers"
 """The entry-point group drivers register under."""
@@ -90,12 +90,24 @@ def async_driver(name: str) -> AsyncDriver:
     return driver
 
 
+def scheme_driver(dsn: object, *, is_async: bool) -> DriverSpec | None:
+    """The driver ``dsn``'s scheme calls for (``memory://``: the in-memory engine's, whose
+    engine has the driver's name), or None: ``connect``'s ``driver`` option decides."""
+    if not isinstance(dsn, str):
+        return None
+    faces = SCHEMES.get(dsn.partition(":")[0])
+    if faces is None:
+        return None
+    return faces[1] if is_async else faces[0]
+
+
 __all__ = [
     "GROUP",
     "async_driver",
     "names",
     "not_installed",
     "registry",
+    "scheme_driver",
     "sync_driver",
     "variant",
 ]

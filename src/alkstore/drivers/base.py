@@ -15,8 +15,9 @@ them out.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
@@ -120,6 +121,16 @@ class AsyncSource(Protocol):
 
     async def close(self) -> None:
         """Close what this source opened (never a connection the caller brought)."""
+        ...
+
+
+@runtime_checkable
+class InProcessSource(Protocol):
+    """A source whose database lives in this process (``memory://``): the engine runs on
+    what the source opened, passed as its ``engine_options``."""
+
+    def engine_options(self) -> Mapping[str, Any]:
+        """The ``engine_options`` that configure the engine on this source's database."""
         ...
 
 
@@ -293,6 +304,7 @@ __all__ = [
     "DriverSettings",
     "DriverSpec",
     "ErrorInfo",
+    "InProcessSource",
     "Notification",
     "SyncDriver",
     "SyncListener",

@@ -25,8 +25,30 @@ PG8000 = DriverSpec(
 )
 """pg8000."""
 
+MEMORY = DriverSpec(
+    name="memory", is_async=False, extra="", target="alkstore.engines.memory.driver:SYNC"
+)
+"""The in-memory engine's driver, sync face: no server, no client library (not an entry
+point: ``connect`` picks it for a ``memory://`` URI, :func:`alkstore.drivers.scheme_driver`)."""
+MEMORY_ASYNC = DriverSpec(
+    name="memory", is_async=True, extra="", target="alkstore.engines.memory.driver:ASYNC"
+)
+"""The in-memory engine's driver, async face."""
+
+SCHEMES = {"memory": (MEMORY, MEMORY_ASYNC)}
+"""URI scheme -> its (sync, async) driver, for the schemes that decide the driver."""
+
 ORDER = (PSYCOPG, PSYCOPG_ASYNC, ASYNCPG, PG8000)
 """The built-ins in the order they are listed and tried: the default driver first (entry
 points come back in no particular order)."""
 
-__all__ = ["ASYNCPG", "ORDER", "PG8000", "PSYCOPG", "PSYCOPG_ASYNC"]
+__all__ = [
+    "ASYNCPG",
+    "MEMORY",
+    "MEMORY_ASYNC",
+    "ORDER",
+    "PG8000",
+    "PSYCOPG",
+    "PSYCOPG_ASYNC",
+    "SCHEMES",
+]

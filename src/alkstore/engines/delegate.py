@@ -9,6 +9,7 @@ postgres engine, whose internals stay free to change.
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
@@ -16,10 +17,11 @@ from typing import Any, ClassVar
 from ..core.contracts import TestHooks
 from ..core.description import EngineDescription, ServerInfo
 from ..core.flows import FlowStep
-from ..core.options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
+from ..core.options import PLAIN_FETCH, FetchOptions, JobOptions, NewJob, QueueOptions
 from ..core.plans import Plan
 from ..core.queries import JobPage, JobQuery, JobSearch, JobSelector
-from ..core.records import Handoff, Job, Queue, QueueStats
+from ..core.records import Handoff, Job, Queue, QueueStats, WorkerProcess
+from ..core.schedules import Schedule, ScheduleSpec
 from ..core.states import JobState
 from ..core.targets import Targets
 from ..core.validation import check_engine_options
@@ -225,3 +227,72 @@ class DelegatingEngine:
     def test_hooks(self) -> TestHooks:
         """See :meth:`alkstore.core.contracts.Engine.test_hooks`."""
         return self.inner.test_hooks()
+
+    # schedules and pub/sub (alkstore.core.contracts.MessagingPlans)
+    def put_schedule(self, spec: ScheduleSpec) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.put_schedule`."""
+        return self.inner.put_schedule(spec)
+
+    def remove_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.remove_schedule`."""
+        return self.inner.remove_schedule(name, key)
+
+    def list_schedules(self) -> Plan[list[Schedule]]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.list_schedules`."""
+        return self.inner.list_schedules()
+
+    def fire_schedules(self, now: dt.datetime | None) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.fire_schedules`."""
+        return self.inner.fire_schedules(now)
+
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.pause_schedule`."""
+        return self.inner.pause_schedule(name, key)
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.resume_schedule`."""
+        return self.inner.resume_schedule(name, key)
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.trigger_schedule`."""
+        return self.inner.trigger_schedule(name, key)
+
+    def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.subscribe_queue`."""
+        return self.inner.subscribe_queue(event, queue)
+
+    def unsubscribe_queue(self, event: str, queue: str) -> Plan[bool]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.unsubscribe_queue`."""
+        return self.inner.unsubscribe_queue(event, queue)
+
+    def publish_event(
+        self, event: str, data_json: str | None, options: JobOptions
+    ) -> Plan[list[tuple[str, uuid.UUID]]]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.publish_event`."""
+        return self.inner.publish_event(event, data_json, options)
+
+    # the operator's plans (alkstore.core.contracts.OperatorPlans)
+    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.purge_jobs`."""
+        return self.inner.purge_jobs(queue, states, batch_size)
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.record_process`."""
+        return self.inner.record_process(owner, ttl, info_json)
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.forget_process`."""
+        return self.inner.forget_process(owner)
+
+    def list_processes(self) -> Plan[list[WorkerProcess]]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.list_processes`."""
+        return self.inner.list_processes()
+
+    # store.wait's notified reads (alkstore.core.contracts.ResultWatch)
+    def result_channel(self) -> str:
+        """See :meth:`alkstore.core.contracts.ResultWatch.result_channel`."""
+        return self.inner.result_channel()
+
+    def watch_result(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """See :meth:`alkstore.core.contracts.ResultWatch.watch_result`."""
+        return self.inner.watch_result(queue, job_id)

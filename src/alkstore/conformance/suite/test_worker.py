@@ -13,8 +13,8 @@ import pytest
 
 from alkstore import InvalidOptions, JobState, QueueNotFound
 from alkstore.conformance.harness import StoreHandle
+from alkstore.core.contracts import worker_runtime
 from alkstore.core.plans import MAX_SERIALIZATION_RETRIES
-from alkstore.engines.postgres.runtime import claim_pass
 from alkstore.worker import WorkerEvent, WorkOptions
 
 from .conftest import eventually
@@ -415,11 +415,16 @@ def test_one_maintenance_pass_per_interval_across_stores(alkstore_store):
         with ThreadPoolExecutor(len(claimers)) as pool:
             won = list(
                 pool.map(
-                    lambda s: s.run_plan(claim_pass(s.engine, 60.0, uuid.uuid4().hex)), claimers
+                    lambda s: s.run_plan(
+                        worker_runtime(s.engine).claim_pass(60.0, uuid.uuid4().hex)
+                    ),
+                    claimers,
                 )
             )
         assert won.count(True) == 1
-        assert not alkstore_store.run_plan(claim_pass(alkstore_store.engine, 60.0, "late"))
+        assert not alkstore_store.run_plan(
+            worker_runtime(alkstore_store.engine).claim_pass(60.0, "late")
+        )
     finally:
         for sibling in siblings:
             sibling.close()

@@ -1,4 +1,9 @@
-"""The in-memory engine's driver: sessions that hold the database's lock, and ``connect``.
+"""The in-memory engine's driver: sessions that hold the database's lock.
+
+The driver registry (:func:`alkstore.drivers.scheme_driver`) picks it for a ``memory://``
+URI, and ``connect`` configures the memory engine on the database its source opened
+(:meth:`MemorySource.engine_options`), as for any driver and engine: nothing here knows the
+store. It satisfies the driver protocols of :mod:`alkstore.drivers.base` structurally.
 
 There is no connection: a session is the database's lock, held while one plan runs (so an
 operation made of several plans' steps, like ``upsert``, is atomic), and a plan that asks for
@@ -11,27 +16,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...core.errors import InvalidOptions, UnsupportedByDriver, UnsupportedByEngine
+from ...core.errors import UnsupportedByDriver, UnsupportedByEngine
 from ...core.plans import Isolation, Row, Statement
-from ...drivers.base import DriverSettings, ErrorInfo
-from .database import SCHEME, MemoryDatabase, attach, database_name, detach
-from .engine import NO_SQL, MemoryEngine
-
-if TYPE_CHECKING:
-    from ...store import AsyncStore, Store
+from .database import MemoryDatabase, attach, database_name, detach
+from .engine import NO_SQL
 
 NAME = "memory"
 """The driver's name (``connect`` picks it for a ``memory://`` URI; no other applies)."""
-
-ACCEPTED = frozenset({"engine", "schema", "migrate", "driver", "emulate"})
-"""The ``connect`` options a memory URI takes; the others configure a server connection."""
-
-
-def is_memory(dsn: object) -> bool:
-    """Whether ``dsn`` is a ``memory://`` URI."""
-    return isinstance(dsn, str) and dsn.startswith(f"{SCHEME}:")
 
 
 class MemorySession:
@@ -83,6 +76,10 @@ class MemorySource:
         self.database = database
         self._closed = False
 
+    def engine_options(self) -> Mapping[str, Any]:
+        """The memory engine's ``engine_options``: the database this source opened."""
+        return {"database": self.database}
+
     @contextlib.contextmanager
     def session(self) -> Iterator[MemorySession]:
         """The database's lock for the block."""
@@ -103,6 +100,10 @@ class AsyncMemorySource:
     def __init__(self, database: MemoryDatabase) -> None:
         self.database = database
         self._closed = False
+
+    def engine_options(self) -> Mapping[str, Any]:
+        """The memory engine's ``engine_options``: the database this source opened."""
+        return {"database": self.database}
 
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[AsyncMemorySession]:
@@ -131,7 +132,7 @@ class MemoryDriver:
 
     name = NAME
 
-    def open(self, dsn: str, settings: DriverSettings) -> MemorySource:
+    def open(self, dsn: str, settings: object) -> MemorySource:
         """The database ``dsn`` names (a new anonymous one for ``memory://``)."""
         return MemorySource(attach(database_name(dsn)))
 
@@ -140,11 +141,11 @@ class MemoryDriver:
         _no_connection(native)
         return None
 
-    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+    def error_info(self, exc: BaseException) -> None:
         """No database errors: every error is alkstore's own."""
         return None
 
-    def open_listener(self, dsn: str, settings: DriverSettings) -> Any:
+    def open_listener(self, dsn: str, settings: object) -> Any:
         """Refused: wake-ups are in-process."""
         raise UnsupportedByDriver(NAME, "LISTEN: wake-ups of a memory store are in-process")
 
@@ -154,7 +155,7 @@ class AsyncMemoryDriver:
 
     name = NAME
 
-    async def open(self, dsn: str, settings: DriverSettings) -> AsyncMemorySource:
+    async def open(self, dsn: str, settings: object) -> AsyncMemorySource:
         """See :meth:`MemoryDriver.open`."""
         return AsyncMemorySource(attach(database_name(dsn)))
 
@@ -163,70 +164,14 @@ class AsyncMemoryDriver:
         _no_connection(native)
         return None
 
-    def error_info(self, exc: BaseException) -> ErrorInfo | None:
+    def error_info(self, exc: BaseException) -> None:
         """No database errors: every error is alkstore's own."""
         return None
 
-    async def open_listener(self, dsn: str, settings: DriverSettings) -> Any:
+    async def open_listener(self, dsn: str, settings: object) -> Any:
         """Refused: wake-ups are in-process."""
         raise UnsupportedByDriver(NAME, "LISTEN: wake-ups of a memory store are in-process")
 
 
 SYNC = MemoryDriver()
 ASYNC = AsyncMemoryDriver()
-
-
-def _checked(dsn: str, options: Mapping[str, Any]) -> tuple[str | None, str, bool]:
-    """The database name, schema and ``migrate`` of a memory ``connect``; an option that
-    configures a server connection is refused by name."""
-    unknown = sorted(set(options) - ACCEPTED)
-    if unknown:
-        name = unknown[0]
-        raise InvalidOptions(name, options[name], "does not apply to memory:// (no server)")
-    if options.get("emulate", False) is not False:
-        raise InvalidOptions("emulate", options["emulate"], "memory:// emulates no server")
-    if options.get("engine", NAME) != NAME:
-        raise InvalidOptions("engine", options["engine"], "a memory:// URI needs engine='memory'")
-    if options.get("driver", NAME) != NAME:
-        raise InvalidOptions("driver", options["driver"], "memory:// runs in-process: no driver")
-    from ...store import ConnectOptions
-
-    checked = ConnectOptions(
-        schema=options.get("schema", "alkstore"), migrate=options.get("migrate", True)
-    )
-    return database_name(dsn), checked.schema, checked.migrate
-
-
-def connect_memory(dsn: str, options: Mapping[str, Any]) -> Store:
-    """:func:`alkstore.connect` of a ``memory://`` URI."""
-    from ...store import Store
-
-    name, schema, migrate = _checked(dsn, options)
-    source = MemorySource(attach(name))
-    store = Store(MemoryEngine(source.database, schema), SYNC, source)
-    try:
-        store.migrate() if migrate else store._run(store.engine.check_version())
-    except BaseException:
-        store.close()
-        raise
-    return store
-
-
-def check_memory(dsn: str, options: Mapping[str, Any]) -> None:
-    """Check a memory ``connect_async`` before anything is awaited."""
-    _checked(dsn, options)
-
-
-async def connect_memory_async(dsn: str, options: Mapping[str, Any]) -> AsyncStore:
-    """:func:`alkstore.connect_async` of a ``memory://`` URI."""
-    from ...store import AsyncStore
-
-    name, schema, migrate = _checked(dsn, options)
-    source = AsyncMemorySource(attach(name))
-    store = AsyncStore(MemoryEngine(source.database, schema), ASYNC, source)
-    try:
-        await (store.migrate() if migrate else store._run(store.engine.check_version()))
-    except BaseException:
-        await store.close()
-        raise
-    return store

@@ -6,18 +6,14 @@ import datetime as dt
 import json
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ...core.errors import InvalidOptions
 from ...core.model import Model
 from ...core.plans import Plan, Row
-from .database import MemorySchema, now, steps_of
-
-if TYPE_CHECKING:
-    from .engine import MemoryEngine
-
+from .database import MemorySchema, SchemaPlans, now, steps_of
 
 TIMESTAMPS = (
     "created_on",
@@ -33,7 +29,7 @@ TIMESTAMPS = (
 class MemoryTestHooks:
     """Test-only plans on one schema of a memory database."""
 
-    def __init__(self, engine: MemoryEngine) -> None:
+    def __init__(self, engine: SchemaPlans) -> None:
         self.engine = engine
 
     def advance(self, seconds: float) -> Plan[None]:

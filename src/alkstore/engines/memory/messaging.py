@@ -1,5 +1,5 @@
 """Cron schedules and pub/sub of the in-memory engine (docs/workers.md), on the schema's own
-records: the engine builds these plans itself (:class:`~alkstore.messaging.OwnMessaging`)."""
+records: the engine builds these plans itself (:class:`~alkstore.core.contracts.MessagingPlans`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,6 @@ from ...core.description import EngineDescription, ServerInfo
 from ...core.errors import QueueNotFound, UnsupportedByEngine
 from ...core.plans import Plan, Row, Statement, Steps, single
 from ...core.validation import check_engine_options
-from .hooks import PostgresTestHooks
 from .identifiers import quote_schema
 
 T = TypeVar("T")
@@ -57,11 +56,6 @@ class EngineBase:
         """The engine on ``schema``; ``options`` must be among :attr:`option_names`."""
         check_engine_options(cls.option_names, options)
         return cls(schema, emulated=emulated, server=server)
-
-    def test_hooks(self) -> PostgresTestHooks:
-        """Plans the conformance suite sets up and reads state with."""
-        caps = self.capabilities
-        return PostgresTestHooks(self.s, retry_serialization=caps.serialization_retries)
 
     def after_install(self) -> Iterable[Statement]:
         """Statements run right after a fresh install, in the same transaction."""

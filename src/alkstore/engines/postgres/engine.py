@@ -3,9 +3,11 @@
 Each family lives in its own module and branches on the effective capabilities, never on an
 engine's name: :mod:`.migrate` (schema), :mod:`.queues`, :mod:`.send`, :mod:`.claim` (fetch,
 with the claim strategy chosen from the capabilities), :mod:`.settle`, :mod:`.failing`
-(fail, expiry, dead letters, redrive) and :mod:`.maintenance`, all on :mod:`.base`. Engines
-for other servers subclass :class:`PostgresEngine` or delegate to it
-(:class:`~alkstore.engines.delegate.DelegatingEngine`) with their own description.
+(fail, expiry, dead letters, redrive), :mod:`.maintenance` and :mod:`.messaging` (schedules
+and pub/sub), all on :mod:`.base`. Engines for other servers subclass
+:class:`PostgresEngine` or delegate to it
+(:class:`~alkstore.engines.delegate.DelegatingEngine`) with their own description. The
+package docstring says how the modules depend on one another.
 """
 
 from __future__ import annotations
@@ -16,14 +18,18 @@ from ...core.description import EngineDescription, ServerInfo
 from .claim import ClaimMixin
 from .failing import FailMixin
 from .flows import FlowsMixin
+from .hooks import PostgresTestHooks
 from .jobs import JobsMixin
 from .listing import ListingMixin
 from .maintenance import MaintenanceMixin
+from .messaging import MessagingMixin
 from .migrate import SchemaMixin
+from .operator import OperatorMixin
 from .queues import QueueMixin
 from .runtime import PostgresRuntime
 from .send import SendMixin
 from .settle import SettleMixin
+from .waiting import WaitingMixin
 
 SESSION_SETUP = (
     # Timestamps then arrive in UTC already, and the records keep them as they are.
@@ -58,6 +64,8 @@ POSTGRES = EngineDescription(
 class PostgresEngine(
     SchemaMixin,
     QueueMixin,
+    MessagingMixin,  # before SendMixin, which it extends
+    OperatorMixin,
     SendMixin,
     ClaimMixin,
     SettleMixin,
@@ -66,6 +74,7 @@ class PostgresEngine(
     ListingMixin,
     JobsMixin,
     FlowsMixin,
+    WaitingMixin,
 ):
     """Stock PostgreSQL: every capability but serialization retries and a single connection.
 
@@ -77,6 +86,11 @@ class PostgresEngine(
     description: ClassVar[EngineDescription] = POSTGRES
     session_setup: ClassVar[tuple[str, ...]] = SESSION_SETUP
     """Statements run on every connection the store opens (never on a caller's)."""
+
+    def test_hooks(self) -> PostgresTestHooks:
+        """Plans the conformance suite sets up and reads state with (:mod:`.hooks`)."""
+        caps = self.capabilities
+        return PostgresTestHooks(self.s, retry_serialization=caps.serialization_retries)
 
     def worker_runtime(self) -> PostgresRuntime:
         """The worker runtime's plans on this engine (:mod:`.runtime`)."""

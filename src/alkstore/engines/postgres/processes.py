@@ -9,37 +9,16 @@ the expired rows. Reading them changes nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
 from ...core.plans import Plan, Statement, Steps
 from ...core.records import WorkerProcess
+from .base import EngineBase
 from .runtime import MAINTENANCE
-
-if TYPE_CHECKING:
-    from .engine import PostgresEngine
 
 PREFIX = "process:"
 """The name of a process's supervisor row is this and its owner."""
 
 
-@runtime_checkable
-class OwnProcesses(Protocol):
-    """An engine that keeps the process records itself (the in-memory engine)."""
-
-    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
-        """Create or refresh the record of ``owner``, expiring in ``ttl`` seconds."""
-        ...
-
-    def forget_process(self, owner: str) -> Plan[None]:
-        """Delete the record of ``owner``."""
-        ...
-
-    def list_processes(self) -> Plan[list[WorkerProcess]]:
-        """The unexpired records, by owner."""
-        ...
-
-
-def record_process(engine: PostgresEngine, owner: str, ttl: float, info_json: str) -> Plan[None]:
+def record_process(engine: EngineBase, owner: str, ttl: float, info_json: str) -> Plan[None]:
     """Create or refresh the row of ``owner`` (``info_json`` holds ``ttl`` too), and delete
     the rows of processes that expired."""
     s = engine.s
@@ -60,13 +39,13 @@ def record_process(engine: PostgresEngine, owner: str, ttl: float, info_json: st
     return engine._plan("record_process", steps, transaction=True)
 
 
-def forget_process(engine: PostgresEngine, owner: str) -> Plan[None]:
+def forget_process(engine: EngineBase, owner: str) -> Plan[None]:
     """Delete the row of ``owner``."""
     sql = f"DELETE FROM {engine.s}.supervisor WHERE name = $1"
     return engine._single("forget_process", sql, (PREFIX + owner,), lambda _rows: None)
 
 
-def list_processes(engine: PostgresEngine) -> Plan[list[WorkerProcess]]:
+def list_processes(engine: EngineBase) -> Plan[list[WorkerProcess]]:
     """The unexpired process rows, by owner, and whether each ran the latest pass."""
     s = engine.s
     sql = f"""SELECT p.owner, p.run_on, p.next_on, p.info::text AS info,

@@ -16,10 +16,10 @@ from .runtime import notifying
 from .send import SEND_OPTION_SQL, trace_context_texts
 
 if TYPE_CHECKING:
-    from .engine import PostgresEngine
+    from .base import EngineBase
 
 
-def subscribe(engine: PostgresEngine, event: str, queue: str) -> Plan[None]:
+def subscribe(engine: EngineBase, event: str, queue: str) -> Plan[None]:
     """Subscribe ``queue`` to ``event`` (again: nothing changes)."""
     sql = f"""INSERT INTO {engine.s}.subscription (event, queue) VALUES ($1, $2)
         ON CONFLICT (event, queue) DO NOTHING"""
@@ -30,20 +30,20 @@ def subscribe(engine: PostgresEngine, event: str, queue: str) -> Plan[None]:
     return engine._single("subscribe", sql, (event, queue), lambda _rows: None, map_error=map_error)
 
 
-def unsubscribe(engine: PostgresEngine, event: str, queue: str) -> Plan[bool]:
+def unsubscribe(engine: EngineBase, event: str, queue: str) -> Plan[bool]:
     """Remove the subscription; True if there was one."""
     sql = f"DELETE FROM {engine.s}.subscription WHERE event = $1 AND queue = $2 RETURNING queue"
     return engine._single("unsubscribe", sql, (event, queue), bool)
 
 
-def subscriptions(engine: PostgresEngine, event: str) -> Plan[list[str]]:
+def subscriptions(engine: EngineBase, event: str) -> Plan[list[str]]:
     """The queues subscribed to ``event``, by name."""
     sql = f"SELECT queue FROM {engine.s}.subscription WHERE event = $1 ORDER BY queue"
     return engine._single("subscriptions", sql, (event,), lambda rows: [r["queue"] for r in rows])
 
 
 def publish(
-    engine: PostgresEngine, event: str, data_json: str | None, options: JobOptions
+    engine: EngineBase, event: str, data_json: str | None, options: JobOptions
 ) -> Plan[list[tuple[str, uuid.UUID]]]:
     """One job for every queue subscribed to ``event``, in one statement; returns
     ``(queue, id)`` of each. The options resolve job > queue > default as ``send`` does."""

@@ -9,27 +9,14 @@ statement).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
-
 from ...core.errors import QueueNotFound
 from ...core.plans import Plan, Statement, Steps
 from ...core.states import JobState
-
-if TYPE_CHECKING:
-    from .engine import PostgresEngine
-
-
-@runtime_checkable
-class OwnPurge(Protocol):
-    """An engine that builds the purge plan itself (the in-memory engine)."""
-
-    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
-        """Delete the jobs of ``queue`` in ``states``; how many."""
-        ...
+from .base import EngineBase
 
 
 def purge_jobs(
-    engine: PostgresEngine, queue: str, states: frozenset[JobState], batch_size: int
+    engine: EngineBase, queue: str, states: frozenset[JobState], batch_size: int
 ) -> Plan[int]:
     """Delete the jobs of ``queue`` in ``states``, ``batch_size`` rows per statement; how
     many. :class:`QueueNotFound` for an unknown queue."""

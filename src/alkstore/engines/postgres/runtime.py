@@ -12,8 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
-from ...core.contracts import Engine, OwnRuntime
-from ...core.errors import UnsupportedByEngine
 from ...core.plans import Plan, Statement, Steps
 from ...core.records import as_uuid
 from ...core.states import Operation
@@ -22,7 +20,6 @@ from .sql import targeted_state, targets_sql
 
 if TYPE_CHECKING:
     from .base import EngineBase
-    from .engine import PostgresEngine
 
 T = TypeVar("T")
 
@@ -30,36 +27,12 @@ MAINTENANCE = "maintenance"
 """The supervisor row whose claim elects the instance that runs a maintenance pass."""
 
 
-def runtime_engine(engine: Engine) -> PostgresEngine:
-    """The PostgreSQL-family engine whose SQL the worker runtime runs: ``engine`` itself, or
-    the inner engine a delegating engine builds on; another engine is refused by name."""
-    from .engine import PostgresEngine
-
-    for candidate in (engine, getattr(engine, "inner", None)):
-        if isinstance(candidate, PostgresEngine):
-            return candidate
-    raise UnsupportedByEngine(
-        engine.name, "worker_runtime", "schedules and pub/sub need the postgres family"
-    )
-
-
-def worker_engine(engine: Engine) -> PostgresEngine | OwnRuntime:
-    """The engine whose plans the worker runtime runs: one that builds them itself
-    (:class:`~alkstore.core.contracts.OwnRuntime`, the in-memory engine), else
-    :func:`runtime_engine`."""
-    if isinstance(engine, OwnRuntime):
-        return engine
-    return runtime_engine(engine)
-
-
-def claim_pass(engine: PostgresEngine | OwnRuntime, interval: float, owner: str) -> Plan[bool]:
+def claim_pass(engine: EngineBase, interval: float, owner: str) -> Plan[bool]:
     """Claim the next maintenance pass: True for exactly one caller per ``interval`` seconds.
 
     One conditional ``UPDATE`` of one row: concurrent claimers queue on its row lock and the
     losers re-check ``next_on`` (or, under SERIALIZABLE, retry and find it moved).
     """
-    if isinstance(engine, OwnRuntime):
-        return engine.claim_pass(interval, owner)
     sql = f"""UPDATE {engine.s}.supervisor
         SET next_on = now() + $2::float8 * interval '1 second', run_on = now(), owner = $3
         WHERE name = $1 AND next_on <= now()
@@ -73,7 +46,7 @@ def claim_pass(engine: PostgresEngine | OwnRuntime, interval: float, owner: str)
     )
 
 
-def unflushed(engine: PostgresEngine | OwnRuntime, plan: Plan[T]) -> Plan[T]:
+def unflushed(engine: EngineBase, plan: Plan[T]) -> Plan[T]:
     """``plan`` in a transaction that commits without waiting for its WAL flush, where the
     engine has ``asynchronous_commit`` (else ``plan`` as it is).
 
@@ -82,7 +55,7 @@ def unflushed(engine: PostgresEngine | OwnRuntime, plan: Plan[T]) -> Plan[T]:
     and are delivered again (at-least-once, as when a worker dies); every later commit of
     the session, the job's completion included, flushes them first.
     """
-    if isinstance(engine, OwnRuntime) or not engine.capabilities.asynchronous_commit:
+    if not engine.capabilities.asynchronous_commit:
         return plan
     inner = plan.steps
 
@@ -93,15 +66,11 @@ def unflushed(engine: PostgresEngine | OwnRuntime, plan: Plan[T]) -> Plan[T]:
     return attrs.evolve(plan, steps=steps, transaction=True)
 
 
-def watch(
-    engine: PostgresEngine | OwnRuntime, queue: str, targets: Targets
-) -> Plan[set[uuid.UUID]]:
+def watch(engine: EngineBase, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
     """Heartbeat the running jobs that have ``heartbeat_seconds``; return the ids of those
     still active in the attempt they were fetched in (the rest were cancelled, expired or
     settled elsewhere). One statement; its ``SELECT`` reads the rows as they were before the
     heartbeat, which changes no state."""
-    if isinstance(engine, OwnRuntime):
-        return engine.watch(queue, targets)
     s = engine.s
     fence = "j.id = t.id AND j.retry_count = t.retry_count"
     active = targeted_state(Operation.TOUCH)  # by primary key, not through job_active
@@ -160,7 +129,7 @@ class PostgresRuntime:
     """The :class:`~alkstore.core.contracts.WorkerRuntime` of a postgres-family engine: the
     functions above, bound to it."""
 
-    def __init__(self, engine: PostgresEngine) -> None:
+    def __init__(self, engine: EngineBase) -> None:
         self._engine = engine
         self.isolation = engine.isolation
 

@@ -22,7 +22,7 @@ from ...core.records import as_time
 from ...core.schedules import Schedule, ScheduleSpec
 
 if TYPE_CHECKING:
-    from .engine import PostgresEngine
+    from .send import SendMixin
 
 COLUMNS = (
     "name, key, cron, tz, data::text AS data, options::text AS options, missed, last_slot, "
@@ -30,7 +30,7 @@ COLUMNS = (
 )
 
 
-def put_schedule(engine: PostgresEngine, spec: ScheduleSpec) -> Plan[None]:
+def put_schedule(engine: SendMixin, spec: ScheduleSpec) -> Plan[None]:
     """Create or replace the schedule ``(name, key)`` (a replaced one keeps its last slot)."""
     # now() stays in VALUES: sharded Citus refuses non-IMMUTABLE functions in DO UPDATE SET.
     sql = f"""INSERT INTO {engine.s}.schedule (name, key, cron, tz, data, options, missed,
@@ -51,19 +51,19 @@ def put_schedule(engine: PostgresEngine, spec: ScheduleSpec) -> Plan[None]:
     )
 
 
-def remove_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
+def remove_schedule(engine: SendMixin, name: str, key: str) -> Plan[bool]:
     """Delete the schedule ``(name, key)``; True if there was one."""
     sql = f"DELETE FROM {engine.s}.schedule WHERE name = $1 AND key = $2 RETURNING name"
     return engine._single("unschedule", sql, (name, key), bool)
 
 
-def list_schedules(engine: PostgresEngine) -> Plan[list[Schedule]]:
+def list_schedules(engine: SendMixin) -> Plan[list[Schedule]]:
     """Every schedule, by name and key."""
     sql = f"SELECT {COLUMNS} FROM {engine.s}.schedule ORDER BY name, key"
     return engine._single("schedules", sql, (), lambda rows: [Schedule.from_row(r) for r in rows])
 
 
-def _read_one(engine: PostgresEngine, name: str, key: str) -> Steps[tuple[Schedule, dt.datetime]]:
+def _read_one(engine: SendMixin, name: str, key: str) -> Steps[tuple[Schedule, dt.datetime]]:
     """The schedule ``(name, key)`` and the database's clock, or :class:`ScheduleNotFound`."""
     rows = yield Statement(
         f"SELECT {COLUMNS}, now() AS db_now FROM {engine.s}.schedule WHERE name = $1 AND key = $2",
@@ -76,7 +76,7 @@ def _read_one(engine: PostgresEngine, name: str, key: str) -> Steps[tuple[Schedu
     return Schedule.from_row(rows[0]), at
 
 
-def pause_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
+def pause_schedule(engine: SendMixin, name: str, key: str) -> Plan[bool]:
     """Stop the schedule ``(name, key)`` from firing; False if it was paused already."""
 
     def steps() -> Steps[bool]:
@@ -93,7 +93,7 @@ def pause_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
     return engine._plan("pause_schedule", steps, transaction=True)
 
 
-def resume_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
+def resume_schedule(engine: SendMixin, name: str, key: str) -> Plan[bool]:
     """Let the paused schedule ``(name, key)`` fire again from its next slot (the slots of
     the pause count as fired: :meth:`~alkstore.core.schedules.Schedule.resumed_last_slot`);
     False if it was not paused."""
@@ -113,7 +113,7 @@ def resume_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[bool]:
     return engine._plan("resume_schedule", steps, transaction=True)
 
 
-def trigger_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[uuid.UUID | None]:
+def trigger_schedule(engine: SendMixin, name: str, key: str) -> Plan[uuid.UUID | None]:
     """Send the job of the schedule ``(name, key)`` now, paused or not, without moving its
     last slot; the job's id, or None when the queue's policy refused it."""
 
@@ -126,7 +126,7 @@ def trigger_schedule(engine: PostgresEngine, name: str, key: str) -> Plan[uuid.U
     return engine._plan("trigger_schedule", steps, transaction=True)
 
 
-def fire_schedules(engine: PostgresEngine, now: dt.datetime | None) -> Plan[int]:
+def fire_schedules(engine: SendMixin, now: dt.datetime | None) -> Plan[int]:
     """Send the job of every due slot at ``now`` (None: the database's clock); returns how
     many were sent."""
     s = engine.s

@@ -1,4 +1,5 @@
-"""``wait``'s reads: a job's current row, marking it as waited for (schema version 6)."""
+"""``wait``'s reads: a job's current row, marking it as waited for (schema version 6) —
+the engine contract's :class:`~alkstore.core.contracts.ResultWatch`."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ import uuid
 from ...core.plans import Plan
 from ...core.records import Job
 from ...core.states import FINISHED, QUEUED
-from .engine import PostgresEngine
+from .base import EngineBase
 from .runtime import channel, unflushed
 from .schema import RESULT_CHANNEL, RESULT_CHANNEL_ROOM, in_list
 from .sql import read_job_columns
 
 
-def result_channel(engine: PostgresEngine) -> str:
+def result_channel(engine: EngineBase) -> str:
     """The channel the schema's ``job_result`` trigger notifies (payload: a job id)."""
     schema = engine.schema
     if len(schema) <= RESULT_CHANNEL_ROOM:
@@ -22,7 +23,7 @@ def result_channel(engine: PostgresEngine) -> str:
     return RESULT_CHANNEL + hashlib.md5(schema.encode(), usedforsecurity=False).hexdigest()
 
 
-def watch_result(engine: PostgresEngine, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+def watch_result(engine: EngineBase, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
     """The job as it is now (None: not in ``queue``), marked ``waited`` if it has not
     finished, so that its ``job_result`` trigger notifies when it does.
 
@@ -54,3 +55,15 @@ def watch_result(engine: PostgresEngine, queue: str, job_id: uuid.UUID) -> Plan[
         lambda rows: Job.from_row(rows[0]) if rows else None,
     )
     return unflushed(engine, plan)
+
+
+class WaitingMixin(EngineBase):
+    """:class:`~alkstore.core.contracts.ResultWatch` on the schema's ``job_result`` trigger."""
+
+    def result_channel(self) -> str:
+        """See :func:`result_channel`."""
+        return result_channel(self)
+
+    def watch_result(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
+        """See :func:`watch_result`."""
+        return watch_result(self, queue, job_id)
