@@ -61,7 +61,15 @@ def new_ids(count: int) -> list[uuid.UUID]:
             payloads.append(payload)
             last = payload
         _last = last
-    return [_of_payload(p) for p in payloads]
+    return [
+        uuid_of_int(
+            ((p >> _RANDOM_BITS) << 80)
+            | _VERSION_AND_VARIANT
+            | (((p >> 62) & 0xFFF) << 64)
+            | (p & _RAND_B_MASK)
+        )
+        for p in payloads
+    ]
 
 
 def new_id() -> uuid.UUID:
@@ -74,14 +82,9 @@ def uuid7_at(millis: int, bits: int) -> uuid.UUID:
     low bits of ``bits``: for ids that must be derived (the same in every process) yet sort
     by time, as a scheduled job's (time: its slot) or the in-memory engine's dead-letter
     copies (time: the copy's; bits: a counter)."""
-    return _of_payload(((millis & 0xFFFF_FFFF_FFFF) << _RANDOM_BITS) | (bits & _RANDOM_MASK))
-
-
-def _of_payload(payload: int) -> uuid.UUID:
-    """The UUIDv7 of 122 payload bits (48 of milliseconds, then 74 others)."""
     return uuid_of_int(
-        ((payload >> _RANDOM_BITS) << 80)
+        ((millis & 0xFFFF_FFFF_FFFF) << 80)
         | _VERSION_AND_VARIANT
-        | (((payload >> 62) & 0xFFF) << 64)
-        | (payload & _RAND_B_MASK)
+        | (((bits >> 62) & 0xFFF) << 64)
+        | (bits & _RAND_B_MASK)
     )
