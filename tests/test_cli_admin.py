@@ -7,8 +7,10 @@ runs the installed ``alkstore`` script with its output piped.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import pty
 import socket
 import subprocess
 import sys
@@ -420,6 +422,97 @@ def test_pause_and_resume_a_queue_and_list_and_remove_schedules(
         "",
     )
     assert store.schedules() == []
+
+
+def test_pause_resume_and_trigger_a_schedule_and_its_next_run(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("reports")
+    store.schedule("reports", "0 3 * * *", {"kind": "nightly"}, key="n")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+    (listed,) = json.loads(_piped("schedules", "--json", *where).communicate(timeout=60)[0])
+    next_run = dt.datetime.fromisoformat(listed["next_run"])
+    assert (next_run.hour, next_run.minute) == (3, 0) and listed["paused_on"] is None
+    out, err = _piped("schedules", *where).communicate(timeout=60)
+    assert err == "" and next_run.strftime("%Y-%m-%d 03:00:00") in out
+
+    assert _piped("pause-schedule", "reports", "--key", "n", *where).communicate(timeout=60) == (
+        "the schedule of queue 'reports' with key 'n' is now paused\n",
+        "",
+    )
+    (paused,) = store.schedules()
+    assert paused.paused_on is not None
+    out, _err = _piped("schedules", *where).communicate(timeout=60)
+    assert "paused" in out
+    (listed,) = json.loads(_piped("schedules", "--json", *where).communicate(timeout=60)[0])
+    assert listed["next_run"] is None and listed["paused_on"] is not None
+
+    out, err = _piped("trigger-schedule", "reports", "--key", "n", "--json", *where).communicate(
+        timeout=60
+    )
+    sent = json.loads(out)["id"]
+    job = store.get_job("reports", sent)
+    assert err == "" and job is not None and job.data == {"kind": "nightly"}
+
+    out, err = _piped("resume-schedule", "reports", "--key", "n", *where).communicate(timeout=60)
+    assert (out, err) == (
+        "the schedule of queue 'reports' with key 'n' fires again from its next slot\n",
+        "",
+    )
+    assert store.schedules()[0].paused_on is None
+    for verb in ("pause-schedule", "resume-schedule", "trigger-schedule"):
+        process = _piped(verb, "reports", *where)
+        assert process.communicate(timeout=60) == (
+            "",
+            f"alkstore {verb}: queue 'reports' has no schedule with key ''\n",
+        )
+        assert process.returncode == 1
+
+
+def test_purge_asks_on_a_terminal_and_needs_yes_when_piped(
+    store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    store.create_queue("q", retry_limit=0)
+    ids = store.send_many("q", [{"data": n} for n in range(4)])
+    fetched = store.fetch("q", batch_size=3)
+    store.complete("q", fetched[0])
+    store.fail("q", fetched[1], "boom")
+    where = ("--dsn", pg_dsn, "--schema", schema_name)
+
+    process = _piped("purge", "q", "--state", "completed,failed", *where)
+    assert process.communicate(timeout=60) == (
+        "",
+        "alkstore purge: refusing to delete 2 jobs of queue 'q' (1 completed, 1 failed)"
+        " without --yes: stdin is not a terminal to confirm on\n",
+    )
+    assert process.returncode == 1 and store.queue_stats("q").total == 4
+
+    for answer, deleted in (("n", 0), ("y", 2)):
+        leader, follower = pty.openpty()
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        command = [sys.executable, "-m", "alkstore.cli", "purge", "q", "--state", "failed"]
+        terminal = subprocess.Popen(
+            [*command, "--state", "completed", *where],
+            stdin=follower,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        os.close(follower)
+        os.write(leader, f"{answer}\n".encode())
+        out, err = terminal.communicate(timeout=60)
+        os.close(leader)
+        assert out.startswith("delete 2 jobs of queue 'q' (1 completed, 1 failed)? [y/N] ")
+        assert store.queue_stats("q").total == 4 - deleted
+    assert err == "" and out.endswith("deleted 2 jobs of queue 'q' in states completed,failed\n")
+
+    argv = ("purge", "q", "--state", "created", "--state", "active", "--yes", "--json")
+    out, err = _piped(*argv, *where).communicate(timeout=60)
+    assert json.loads(out) == {"queue": "q", "states": ["active", "created"], "deleted": 2}
+    assert store.list_jobs("q") == [] and err == "" and len(ids) == 4
+    process = _piped("purge", "q", "--state", "done", "--yes", *where)
+    assert process.communicate(timeout=60)[1].startswith("alkstore purge: --state 'done': job")
 
 
 def test_create_and_update_a_queue_with_options(

@@ -95,6 +95,36 @@ def test_a_second_signal_exits_at_once(worker_process):
     assert store.get_job("q", slow).state is JobState.ACTIVE
 
 
+def _workers(pg_dsn: str, schema_name: str, *output: str) -> str:
+    """``alkstore workers`` as a pipeline runs it: its stdout."""
+    command = [sys.executable, "-m", "alkstore.cli", "workers", *output]
+    done = subprocess.run(
+        [*command, "--dsn", pg_dsn, "--schema", schema_name],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    return done.stdout
+
+
+def test_workers_lists_the_running_worker_process_until_it_stops(
+    worker_process, pg_dsn, schema_name
+):
+    store, proc = worker_process
+    job = store.send("q", 0)
+    _eventually(lambda: store.get_job("q", job).state is JobState.COMPLETED)
+    _eventually(lambda: json.loads(_workers(pg_dsn, schema_name, "--json")) != [])
+    (listed,) = json.loads(_workers(pg_dsn, schema_name, "--json"))
+    assert (listed["pid"], listed["queues"], listed["workers"]) == (proc.pid, ["q"], 1)
+    table = _workers(pg_dsn, schema_name)
+    assert str(proc.pid) in table and listed["host"] in table
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
+    assert json.loads(_workers(pg_dsn, schema_name, "--json")) == []  # forgotten at its stop
+    assert "no process runs workers" in _workers(pg_dsn, schema_name)
+
+
 def test_a_bad_target_spec_is_named():
     with pytest.raises(ValueError, match=r"pkg\.module:function"):
         load_target("no_colon")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import attrs
 import pytest
 
 from alkstore import InvalidOptions
@@ -65,6 +66,36 @@ def test_slot_ids_are_stable_and_distinct():
     slot = T0.replace(second=0)
     assert a.slot_id(slot) == b.slot_id(slot)
     assert a.slot_id(slot) != a.slot_id(slot + dt.timedelta(minutes=1))
+
+
+def test_slot_ids_are_uuid7_of_the_slot_time_and_sort_by_slot():
+    schedule = _schedule("* * * * *")
+    slots = [T0.replace(second=0) + dt.timedelta(minutes=m) for m in (2, 0, 1)]
+    ids = [schedule.slot_id(slot) for slot in slots]
+    assert all(i.version == 7 for i in ids)
+    assert [i.int >> 80 for i in ids] == [int(s.timestamp() * 1000) for s in slots]
+    assert sorted(ids) == [ids[1], ids[2], ids[0]]
+    other_key = attrs.evolve(schedule, key="other")
+    assert other_key.slot_id(slots[0]) != ids[0]
+
+
+def test_a_paused_schedule_is_never_due_and_has_no_next_run():
+    paused = attrs.evolve(_schedule("* * * * *", missed=Missed.ONCE), paused_on=T0)
+    assert paused.due(T0 + dt.timedelta(hours=1)) is None
+    assert paused.next_slot(T0) is None
+    assert _schedule("0 9 * * *").next_slot(T0) == dt.datetime(2026, 3, 2, 9, tzinfo=dt.UTC)
+
+
+def test_a_resume_counts_the_slots_of_the_pause_as_fired():
+    paused = attrs.evolve(_schedule("0 * * * *", missed=Missed.ONCE), paused_on=T0)
+    back = T0 + dt.timedelta(hours=5, minutes=30)
+    resumed = attrs.evolve(paused, paused_on=None, last_slot=paused.resumed_last_slot(back))
+    assert resumed.last_slot == back.replace(minute=0, second=0)
+    assert resumed.due(back + dt.timedelta(minutes=10)) is None  # no backlog slot fires
+    next_hour = back.replace(minute=0, second=0) + dt.timedelta(hours=1)
+    assert resumed.due(next_hour) == next_hour
+    # A pause shorter than a slot leaves the creation as the floor.
+    assert paused.resumed_last_slot(T0 + dt.timedelta(seconds=5)) == T0
 
 
 @pytest.mark.parametrize(

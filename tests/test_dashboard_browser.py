@@ -4,6 +4,8 @@ inert, and each page's screenshot is saved for docs/dashboard.md."""
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -82,6 +84,14 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
                 assert time.monotonic() < deadline, "the throughput chart never moved"
                 page.reload()
             seen = line.get_attribute("points")
+        # The chart's axes: 0 and its top on the y axis, the first and last sample's time
+        # (UTC) on the x axis.
+        spark = reports_line.locator("svg.spark")
+        expect(spark.locator("line.axis")).to_have_count(2)
+        expect(spark.locator("text.y-zero")).to_have_text("0")
+        assert int(spark.locator("text.y-top").text_content() or "0") >= 2
+        for end in ("x-start", "x-end"):
+            expect(spark.locator(f"text.{end}")).to_have_text(re.compile(r"^\d\d:\d\d:\d\d$"))
         emails = page.locator("tr", has=page.get_by_role("link", name="emails", exact=True))
         expect(emails.locator("td[data-state=created]")).to_have_text("2")
         expect(emails.locator("td[data-state=completed]")).to_have_text("1")
@@ -121,6 +131,12 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
         expect(history).to_contain_text("SMTPError: 550 mailbox unavailable")
         shot(page, "job-failed")
         expect(page.get_by_role("button", name="Cancel")).to_have_count(0)  # not failed jobs
+        # It links to its dead-letter copy, which links back.
+        copy_link = page.locator("#dead-letter a.mono")
+        expect(copy_link).to_have_text(str(jobs.dead))
+        copy_link.click()
+        expect(page.locator("h1")).to_contain_text(str(jobs.dead))
+        page.go_back()
         page.get_by_role("button", name="Retry").click()
         expect(page.locator(".done")).to_have_text("Done: retry 1")
         assert state_of(store, "emails", jobs.failed) == JobState.RETRY
@@ -142,7 +158,15 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
         page.get_by_role("button", name="Resume").click()
         expect(page.locator(".done")).to_have_text("Done: resume 1")
         assert state_of(store, "emails", jobs.queued) == JobState.CREATED
-        page.get_by_role("button", name="Delete").click()
+        # Delete asks first, on a page of its own (no script may ask): "No" keeps the job.
+        page.get_by_role("link", name="Delete…").click()
+        expect(page.locator("h1")).to_have_text(f"Delete job {jobs.queued} of queue emails?")
+        shot(page, "job-delete-confirm")
+        page.get_by_role("link", name="No, go back").click()
+        expect(page.locator("h1")).to_contain_text(str(jobs.queued))
+        assert state_of(store, "emails", jobs.queued) == JobState.CREATED
+        page.get_by_role("link", name="Delete…").click()
+        page.get_by_role("button", name="Yes, delete").click()
         expect(page.locator(".done")).to_have_text("Done: delete 1")
         assert state_of(store, "emails", jobs.queued) is None
 
@@ -159,9 +183,36 @@ def test_pages_and_actions(page: Any, store: alkstore.Store, pg_dsn: str, schema
         assert page.evaluate("() => window.__pwned") is None
         assert page.dialogs == []
 
+        # Schedules: the next run; pause, resume, run now, and remove (after a confirmation).
         page.goto(f"{url}/schedules")
-        expect(page.locator("tbody tr").first).to_contain_text("0 3 * * *")
+        nightly = page.locator("tbody tr").first
+        expect(nightly).to_contain_text("0 3 * * *")
+        expect(nightly.locator(".next-run")).to_have_text(re.compile(r" 03:00:00 UTC$"))
+        store.schedule("reports", "*/5 * * * *", {"report": "often"}, key="often")
+        page.reload()
+        often = page.locator("tr[data-schedule='reports/often']")
+        often.get_by_role("button", name="Pause").click()
+        expect(page.locator(".done")).to_have_text("Done: pause 1")
+        expect(often.locator(".next-run")).to_have_text("paused")
+        assert [s.paused_on is not None for s in store.schedules()] == [False, True]
         shot(page, "schedules")
+        before = store.queue_stats("reports").total
+        often.get_by_role("button", name="Run now").click()
+        expect(page.locator(".done")).to_have_text("Done: trigger 1")
+        assert store.queue_stats("reports").total == before + 1
+        often.get_by_role("button", name="Resume").click()
+        expect(page.locator(".done")).to_have_text("Done: resume 1")
+        expect(often.locator(".next-run")).to_have_text(
+            re.compile(r":[0-5]5:00 UTC$|:[0-5]0:00 UTC$")
+        )
+        often.get_by_role("link", name="Remove…").click()
+        expect(page.locator("h1")).to_have_text(
+            "Remove the schedule of queue reports with key 'often'?"
+        )
+        page.get_by_role("button", name="Yes, remove").click()
+        expect(page.locator(".done")).to_have_text("Done: unschedule 1")
+        assert [s.key for s in store.schedules()] == [""]
+        expect(page.locator("tr[data-schedule='reports/often']")).to_have_count(0)
 
         # A POST without the page's CSRF token, or from another origin, changes nothing.
         target = f"{url}/queues/emails/jobs/{jobs.script}/cancel"
@@ -184,6 +235,9 @@ def test_read_only_shows_no_action_and_refuses_them(
         page.goto(f"{url}/queues/emails/jobs/{jobs.queued}")
         playwright_api.expect(page.locator(".badge")).to_have_text("read-only")
         assert page.locator("form[method=post]").count() == 0
+        assert page.get_by_role("link", name="Delete…").count() == 0
+        confirm = page.request.get(f"{url}/queues/emails/jobs/{jobs.queued}/delete")
+        assert confirm.status == 405
         response = page.request.post(f"{url}/queues/emails/jobs/{jobs.queued}/cancel")
         assert response.status == 403
         assert state_of(store, "emails", jobs.queued) == JobState.CREATED
@@ -191,6 +245,10 @@ def test_read_only_shows_no_action_and_refuses_them(
         assert page.locator("form[method=post]").count() == 0
         assert page.request.post(f"{url}/queues/emails/pause").status == 403
         assert store.get_queue("emails").paused is False  # type: ignore[union-attr]
+        page.goto(f"{url}/schedules")  # no schedule action either
+        assert page.locator("form[method=post]").count() == 0
+        assert page.request.post(f"{url}/schedules/reports/pause", form={"key": ""}).status == 403
+        assert store.schedules()[0].paused_on is None
 
 
 def test_pause_resume_filters_and_flow_dependencies(
@@ -304,3 +362,55 @@ def test_the_token_page_asks_for_the_token_and_opens_the_page(
         playwright_api.expect(page.locator("h1")).to_have_text("Queue emails")
         assert page.url == f"{url}/queues/emails?state=failed"  # no token left in it
         playwright_api.expect(page.get_by_label("failed")).to_be_checked()
+
+
+def test_auto_refresh_is_opt_in_and_keeps_the_page_and_its_filters(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    expect = playwright_api.expect
+    store.create_queue("emails")
+    store.send("emails", {"n": 1})
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url:
+        page.goto(f"{url}/queues/emails?state=created")
+        assert page.locator("meta[http-equiv=refresh]").count() == 0  # off unless asked
+        expect(page.locator("#refresh b")).to_have_text("off")
+        page.locator("#refresh").get_by_role("link", name="5s").click()
+        expect(page.locator("#refresh b")).to_have_text("5s")
+        assert page.url == f"{url}/queues/emails?state=created&refresh=5"
+        created = page.locator("p.counts b").first
+        expect(created).to_have_text("1")
+        store.send("emails", {"n": 2})
+        # The page reloads itself (no script: a meta refresh) and shows the new count,
+        # with its filter and its refresh kept.
+        expect(created).to_have_text("2", timeout=20_000)
+        assert page.url == f"{url}/queues/emails?state=created&refresh=5"
+        expect(page.get_by_label("created")).to_be_checked()
+        page.locator("#refresh").get_by_role("link", name="off").click()
+        assert page.url == f"{url}/queues/emails?state=created"
+        assert page.locator("meta[http-equiv=refresh]").count() == 0
+        assert page.dialogs == []
+
+
+def test_the_workers_page_lists_the_processes_running_workers(
+    page: Any, store: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    expect = playwright_api.expect
+    store.create_queue("emails")
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url:
+        page.goto(f"{url}/workers")
+        expect(page.locator("#processes tbody")).to_contain_text("No process runs workers")
+        with store.work("emails", lambda job: None, poll_interval=0.05):
+            deadline = time.monotonic() + 30
+            while not store.worker_processes():
+                assert time.monotonic() < deadline, "the worker's process was never recorded"
+                time.sleep(0.05)
+            page.reload()
+            row = page.locator("#processes tbody tr")
+            expect(row).to_have_count(1)
+            expect(row.locator("td").nth(1)).to_have_text(str(os.getpid()))
+            expect(row.get_by_role("link", name="emails")).to_be_visible()
+            shot(page, "workers")
+        page.reload()
+        expect(page.locator("#processes tbody")).to_contain_text("No process runs workers")

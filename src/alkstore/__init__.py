@@ -25,6 +25,7 @@ from .core.errors import (
     QueueInUse,
     QueueNotFound,
     QueueOptionsDiffer,
+    ScheduleNotFound,
     SchemaVersionError,
     StatementTimeout,
     UnsupportedByDriver,
@@ -34,7 +35,15 @@ from .core.errors import (
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import JobOptions, Policy, QueueOptions
 from .core.queries import JobPage
-from .core.records import FailedAttempt, Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.records import (
+    FailedAttempt,
+    Handoff,
+    Job,
+    MaintenanceReport,
+    Queue,
+    QueueStats,
+    WorkerProcess,
+)
 from .core.states import JobState
 from .store import AsyncConnector, AsyncStore, Store, connect, connect_async
 from .tasks import Task, Tasks
@@ -78,6 +87,7 @@ __all__ = [
     "QueueOptionsDiffer",
     "QueueOptionsKwargs",
     "QueueStats",
+    "ScheduleNotFound",
     "SchemaVersionError",
     "Snooze",
     "StatementTimeout",
@@ -87,6 +97,7 @@ __all__ = [
     "UnsupportedByDriver",
     "UnsupportedByEngine",
     "WaitTimeout",
+    "WorkerProcess",
     "connect",
     "connect_async",
 ]

@@ -23,6 +23,12 @@ def _event(event: object) -> str:
     return event
 
 
+def _schedule_key(name: object, key: object) -> tuple[str, str]:
+    if not isinstance(key, str):
+        raise InvalidOptions("key", key, "must be a string")
+    return check_queue_name(name, "name"), key
+
+
 class Messaging:
     """Builds the plans of schedules and pub/sub for one engine."""
 
@@ -51,9 +57,19 @@ class Messaging:
 
     def unschedule(self, name: str, key: str) -> Plan[bool]:
         """See :meth:`alkstore.Store.unschedule`."""
-        if not isinstance(key, str):
-            raise InvalidOptions("key", key, "must be a string")
-        return self.engine.remove_schedule(check_queue_name(name, "name"), key)
+        return self.engine.remove_schedule(*_schedule_key(name, key))
+
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.Store.pause_schedule`."""
+        return self.engine.pause_schedule(*_schedule_key(name, key))
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.Store.resume_schedule`."""
+        return self.engine.resume_schedule(*_schedule_key(name, key))
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """See :meth:`alkstore.Store.trigger_schedule`."""
+        return self.engine.trigger_schedule(*_schedule_key(name, key))
 
     def schedules(self) -> Plan[list[Schedule]]:
         """See :meth:`alkstore.Store.schedules`."""

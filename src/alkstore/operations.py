@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from .core.attempts import snooze_seconds
-from .core.contracts import Engine
+from .core.contracts import Engine, operator_plans
 from .core.errors import InvalidOptions, QueueNotFound, QueueOptionsDiffer
 from .core.flows import build_flow
 from .core.ids import new_id, new_ids
@@ -30,7 +30,7 @@ from .core.options import (
 )
 from .core.plans import Plan, Steps
 from .core.queries import JobPage, JobQuery, JobSearch, JobSelector, Match
-from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats, WorkerProcess
 from .core.states import JobState
 from .core.targets import IdLike, targets
 from .core.validation import INT_MAX, check_queue_name, is_int
@@ -70,6 +70,17 @@ def _positive(field: str, value: object) -> int:
     if not is_int(value) or not 1 <= value <= INT_MAX:  # type: ignore[operator]
         raise InvalidOptions(field, value, f"must be an integer from 1 to {INT_MAX}")
     return value  # type: ignore[return-value]
+
+
+def _job_states(states: Iterable[JobState | str]) -> list[JobState]:
+    wanted: list[JobState] = []
+    for state in [states] if isinstance(states, str) else states:
+        try:
+            wanted.append(JobState(state))
+        except ValueError:
+            known = ", ".join(JobState)
+            raise InvalidOptions("states", state, f"job states are {known}") from None
+    return wanted
 
 
 class Operations:
@@ -291,17 +302,32 @@ class Operations:
         after: IdLike | None,
     ) -> Plan[list[Job]]:
         """See :meth:`alkstore.Store.list_jobs`."""
-        wanted: list[JobState] = []
-        for state in [states] if isinstance(states, str) else states:
-            try:
-                wanted.append(JobState(state))
-            except ValueError:
-                known = ", ".join(JobState)
-                raise InvalidOptions("states", state, f"job states are {known}") from None
         start = None if after is None else targets(after).ids[0]
         return self.engine.list_jobs(
-            check_queue_name(queue), wanted, _positive("limit", limit), start
+            check_queue_name(queue), _job_states(states), _positive("limit", limit), start
         )
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """The supervisor's record of its process (``alkstore workers``)."""
+        return operator_plans(self.engine).record_process(owner, ttl, info_json)
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """Delete the supervisor's record of its process."""
+        return operator_plans(self.engine).forget_process(owner)
+
+    def worker_processes(self) -> Plan[list[WorkerProcess]]:
+        """See :meth:`alkstore.Store.worker_processes`."""
+        return operator_plans(self.engine).list_processes()
+
+    def purge_jobs(
+        self, queue: str, states: Iterable[JobState | str], batch_size: int
+    ) -> Plan[int]:
+        """See :meth:`alkstore.Store.purge_jobs`."""
+        wanted = frozenset(_job_states(states))
+        if not wanted:  # never "every state" by omission
+            raise InvalidOptions("states", states, "name at least one state to purge")
+        name, size = check_queue_name(queue), _positive("batch_size", batch_size)
+        return operator_plans(self.engine).purge_jobs(name, wanted, size)
 
     def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
         """See :meth:`alkstore.Store.search_jobs`."""

@@ -26,7 +26,7 @@ from .core.errors import InvalidOptions, QueueExists, StatementTimeout
 from .core.kwargs import ConnectKwargs, JobOptionsKwargs, QueueOptionsKwargs
 from .core.options import GroupLimit
 from .core.queries import JobPage, JobSearch
-from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats
+from .core.records import Handoff, Job, MaintenanceReport, Queue, QueueStats, WorkerProcess
 from .core.schedules import Schedule
 from .core.states import JobState
 from .core.targets import IdLike
@@ -286,6 +286,23 @@ class Store:
         """Delete jobs in any state."""
         return int(self._run(self._ops.delete_jobs(queue, ids)))
 
+    def worker_processes(self) -> list[WorkerProcess]:
+        """The processes running workers on this schema, as their supervisors recorded
+        themselves (every 10 s or so; a process that stopped its workers is gone, one that
+        died drops out within 40 s), by owner (``host:pid:suffix``). Workers started with
+        ``maintenance=False`` run no supervisor and are not listed. Read-only."""
+        result: list[WorkerProcess] = self._run(self._ops.worker_processes())
+        return result
+
+    def purge_jobs(
+        self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000
+    ) -> int:
+        """Delete every job of ``queue`` in ``states`` (at least one; ``active`` ones only if
+        named: their workers' settles then find nothing), ``batch_size`` rows per statement,
+        each batch committed on its own; returns how many were deleted. A job that leaves
+        the states meanwhile (fetched, settled) is kept."""
+        return int(self._run(self._ops.purge_jobs(queue, states, batch_size)))
+
     def touch(self, queue: str, ids: Ids) -> int:
         """Heartbeat active jobs."""
         return int(self._run(self._ops.touch(queue, ids)))
@@ -544,6 +561,28 @@ class Store:
         result: list[Schedule] = self._run(self._messaging.schedules())
         return result
 
+    def pause_schedule(self, name: str, key: str = "") -> bool:
+        """Stop the schedule ``(name, key)`` from firing until :meth:`resume_schedule`
+        (:meth:`trigger_schedule` still sends its job). False if it was paused already;
+        :class:`~alkstore.ScheduleNotFound` if there is no such schedule."""
+        return bool(self._run(self._messaging.pause_schedule(name, key)))
+
+    def resume_schedule(self, name: str, key: str = "") -> bool:
+        """Let the paused schedule ``(name, key)`` fire again from its next slot: the slots
+        that passed while it was paused are not fired, whatever its ``missed``. False if it
+        was not paused; :class:`~alkstore.ScheduleNotFound` if there is no such schedule."""
+        return bool(self._run(self._messaging.resume_schedule(name, key)))
+
+    def trigger_schedule(self, name: str, key: str = "") -> uuid.UUID | None:
+        """Send the job of the schedule ``(name, key)`` now (a run of its own, with a fresh
+        id: the next slot still fires; a paused schedule stays paused). Returns the job's
+        id, or None when the queue's policy refused it (as :meth:`send`);
+        :class:`~alkstore.ScheduleNotFound` if there is no such schedule."""
+        sent: uuid.UUID | None = self._run(self._messaging.trigger_schedule(name, key))
+        if sent is not None:
+            self._wake(name)
+        return sent
+
     def fire_schedules(self, *, now: dt.datetime | None = None) -> int:
         """Send the jobs of the due slots now (workers' supervisors do this every pass);
         ``now`` overrides the database's clock. Returns how many jobs were sent."""
@@ -765,6 +804,17 @@ class AsyncStore:
         """See :meth:`Store.delete_jobs`."""
         return int(await self._run(self._ops.delete_jobs(queue, ids)))
 
+    async def worker_processes(self) -> list[WorkerProcess]:
+        """See :meth:`Store.worker_processes`."""
+        result: list[WorkerProcess] = await self._run(self._ops.worker_processes())
+        return result
+
+    async def purge_jobs(
+        self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000
+    ) -> int:
+        """See :meth:`Store.purge_jobs`."""
+        return int(await self._run(self._ops.purge_jobs(queue, states, batch_size)))
+
     async def touch(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.touch`."""
         return int(await self._run(self._ops.touch(queue, ids)))
@@ -972,6 +1022,21 @@ class AsyncStore:
         """See :meth:`Store.schedules`."""
         result: list[Schedule] = await self._run(self._messaging.schedules())
         return result
+
+    async def pause_schedule(self, name: str, key: str = "") -> bool:
+        """See :meth:`Store.pause_schedule`."""
+        return bool(await self._run(self._messaging.pause_schedule(name, key)))
+
+    async def resume_schedule(self, name: str, key: str = "") -> bool:
+        """See :meth:`Store.resume_schedule`."""
+        return bool(await self._run(self._messaging.resume_schedule(name, key)))
+
+    async def trigger_schedule(self, name: str, key: str = "") -> uuid.UUID | None:
+        """See :meth:`Store.trigger_schedule`."""
+        sent: uuid.UUID | None = await self._run(self._messaging.trigger_schedule(name, key))
+        if sent is not None:
+            self._wake(name)
+        return sent
 
     async def fire_schedules(self, *, now: dt.datetime | None = None) -> int:
         """See :meth:`Store.fire_schedules`."""

@@ -22,10 +22,12 @@ SUBCOMMANDS = (
     "bench",
     "admin",
     "jobs",
+    "purge",
     "queue_options",
     "schedules",
     "schema",
     "worker",
+    "processes",
     "dashboard",
     "metrics",
 )

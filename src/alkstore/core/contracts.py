@@ -20,7 +20,7 @@ from .flows import FlowStep
 from .options import PLAIN_FETCH, FetchOptions, JobOptions, NewJob, QueueOptions
 from .plans import Isolation, Plan, Row
 from .queries import JobPage, JobQuery, JobSearch, JobSelector
-from .records import Handoff, Job, Queue, QueueStats
+from .records import Handoff, Job, Queue, QueueStats, WorkerProcess
 from .schedules import Schedule, ScheduleSpec
 from .states import JobState
 from .targets import Targets
@@ -316,6 +316,21 @@ class MessagingPlans(Protocol):
         """Send the job of every due slot; how many."""
         ...
 
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Stop a schedule from firing; False if it was paused already
+        (:class:`~.errors.ScheduleNotFound` if there is none)."""
+        ...
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Let a paused schedule fire again from its next slot, the slots of the pause
+        counted as fired; False if it was not paused."""
+        ...
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """Send a schedule's job now (a fresh id, its slots untouched); the id, or None
+        when the queue's policy refused it."""
+        ...
+
     def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
         """Subscribe ``queue`` to ``event``."""
         ...
@@ -339,6 +354,39 @@ def messaging_plans(engine: Engine) -> MessagingPlans:
     raise UnsupportedByEngine(
         engine.name, "messaging", "it builds no plans for schedules and pub/sub"
     )
+
+
+@runtime_checkable
+class OperatorPlans(Protocol):
+    """The plans of the operator's tools (``purge_jobs``, the worker processes' records of
+    ``alkstore workers``): optional, and :func:`operator_plans` refuses them by name."""
+
+    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """Delete the jobs of ``queue`` in ``states``, at most ``batch_size`` per statement
+        (each committed on its own, re-checking the state); how many
+        (:class:`~.errors.QueueNotFound` for an unknown queue)."""
+        ...
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """Create or refresh the record of the process ``owner`` (``info_json``: host, pid,
+        queues, workers, ttl), expiring in ``ttl`` seconds; expired records go."""
+        ...
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """Delete the record of the process ``owner``."""
+        ...
+
+    def list_processes(self) -> Plan[list[WorkerProcess]]:
+        """The unexpired process records, by owner."""
+        ...
+
+
+def operator_plans(engine: Engine) -> OperatorPlans:
+    """``engine`` as the builder of the operator's plans; an engine without them is refused
+    by name."""
+    if isinstance(engine, OperatorPlans):
+        return engine
+    raise UnsupportedByEngine(engine.name, "operator", "it builds no purge or process plans")
 
 
 @runtime_checkable

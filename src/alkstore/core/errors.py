@@ -203,6 +203,15 @@ class JobNotFound(AlkstoreError, LookupError):
         self.job_id = job_id
 
 
+class ScheduleNotFound(AlkstoreError, LookupError):
+    """No schedule of that queue has that key."""
+
+    def __init__(self, name: str, key: str) -> None:
+        super().__init__(f"queue {name!r} has no schedule with key {key!r}")
+        self.name = name
+        self.key = key
+
+
 class MetadataNotFetched(AlkstoreError, AttributeError):
     """A metadata field of a lean :class:`~.records.Job` was read: ``fetch`` and
     ``complete_and_fetch`` leave it out unless ``include_metadata=True`` (``get_job`` always

@@ -75,3 +75,16 @@ def new_ids(count: int) -> list[uuid.UUID]:
 def new_id() -> uuid.UUID:
     """A fresh UUIDv7, greater than every id this process made before."""
     return new_ids(1)[0]
+
+
+def uuid7_at(millis: int, bits: int) -> uuid.UUID:
+    """The UUIDv7 of Unix time ``millis`` (milliseconds) whose 74 other payload bits are the
+    low bits of ``bits``: for ids that must be derived (the same in every process) yet sort
+    by time, as a scheduled job's (time: its slot) or the in-memory engine's dead-letter
+    copies (time: the copy's; bits: a counter)."""
+    return uuid_of_int(
+        ((millis & 0xFFFF_FFFF_FFFF) << 80)
+        | _VERSION_AND_VARIANT
+        | (((bits >> 62) & 0xFFF) << 64)
+        | (bits & _RAND_B_MASK)
+    )

@@ -36,7 +36,8 @@ Uncertain times
 
 Dead letters
     A dead-letter copy gets a new id that the engine generates; the model cannot know it, so
-    it gives the copy an id of its own (a UUIDv5, stable across runs). Compare copies by
+    it gives the copy an id of its own (a UUIDv7 of the model's clock and the count of copies
+    made: stable across runs and in creation order). Compare copies by
     ``source_id`` (:meth:`Model.dead_letters`), not by id. The fetch order of several copies
     made by one statement depends on those unknown ids. ``redrive`` takes the maker of the
     new jobs' ids (an engine makes its own, so a comparison goes by ``source_id`` or data).
@@ -79,10 +80,11 @@ from .errors import (
     QueueInUse,
     QueueNotFound,
 )
+from .ids import uuid7_at
 from .options import GroupLimit, JobOptions, Policy, QueueOptions, dump_json
 from .records import FailedAttempt, Job, MaintenanceReport, QueueStats
 from .retry import retry_delay_bounds
-from .schedules import SKIP_GRACE, SLOT_NAMESPACE, Missed
+from .schedules import EPOCH, SKIP_GRACE, Missed, slot_id
 from .states import ACTIVE, FINISHED, QUEUED, UNFINISHED, JobState
 from .targets import Targets
 from .validation import INT_MAX
@@ -95,9 +97,6 @@ HEARTBEAT_TIMED_OUT: dict[str, str] = {"message": "heartbeat timed out"}
 
 START: dt.datetime = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 """The default reading of a new model's clock."""
-
-DEAD_LETTER_NAMESPACE: uuid.UUID = uuid.UUID("5d0c1f0e-6a51-4c1b-9a53-3f6c2f8e0d11")
-"""Namespace of the UUIDv5 ids the model gives dead-letter copies."""
 
 
 class AmbiguousTiming(Exception):
@@ -924,7 +923,10 @@ class Model:
             job.output = {**output, "dead_letter_refused": dlq}
             return
         self._dead_letters_made += 1
-        copy_id = uuid.uuid5(DEAD_LETTER_NAMESPACE, str(self._dead_letters_made))
+        # Time-ordered as the SQL engines' copies (UUIDv7), and deterministic: the copy's
+        # time, then the count of copies made.
+        millis = (self.now - EPOCH) // dt.timedelta(milliseconds=1)
+        copy_id = uuid7_at(millis, self._dead_letters_made)
         opts = self.queues[dlq]
         self.jobs[(dlq, copy_id)] = ModelJob(
             id=copy_id,
@@ -1315,10 +1317,7 @@ class ModelSchedules:
             found.append((name, key, latest))
         return found
 
-    @staticmethod
-    def slot_id(name: str, key: str, slot: dt.datetime) -> uuid.UUID:
-        """The id of the job of schedule ``(name, key)`` for ``slot``."""
-        return uuid.uuid5(SLOT_NAMESPACE, f"{name}\x00{key}\x00{slot.isoformat()}")
+    slot_id = staticmethod(slot_id)
 
     def fire(self, model: Model, now: dt.datetime) -> int:
         """``fire_schedules(now=now)``: each due slot moves its schedule's floor and sends

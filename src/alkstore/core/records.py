@@ -323,3 +323,47 @@ class MaintenanceReport:
     deleted: int = 0
     flows_released: int = 0
     """Flow jobs released that a crash had left parked after their last parent completed."""
+
+
+@attrs.frozen(kw_only=True)
+class WorkerProcess:
+    """A process whose store runs workers, as its supervisor recorded itself
+    (``store.worker_processes()``, ``alkstore workers``): refreshed every 10 seconds or so,
+    forgotten when its last supervised worker stops, and listed only until ``expires_on``
+    (a process that died unannounced drops out then)."""
+
+    owner: str
+    """``host:pid:suffix``, the name its maintenance claims carry."""
+    host: str
+    pid: int
+    queues: tuple[str, ...]
+    """The queues its workers serve."""
+    workers: int
+    """How many workers it runs."""
+    started_on: dt.datetime
+    """When it first recorded itself (the database's clock)."""
+    seen_on: dt.datetime
+    """When it last recorded itself."""
+    expires_on: dt.datetime
+    """When it drops out of the list unless it records itself again."""
+    ran_last_pass: bool
+    """Whether it ran the latest maintenance pass."""
+
+    @classmethod
+    def from_row(cls, row: Row) -> WorkerProcess:
+        """Build from a supervisor row of a process (``info`` selected as JSON text)."""
+        info = json.loads(row["info"])
+        expires_on = as_time(row["next_on"])
+        started_on = as_time(row["run_on"])
+        assert expires_on is not None and started_on is not None
+        return cls(
+            owner=row["owner"],
+            host=info["host"],
+            pid=int(info["pid"]),
+            queues=tuple(info["queues"]),
+            workers=int(info["workers"]),
+            started_on=started_on,
+            seen_on=expires_on - dt.timedelta(seconds=float(info["ttl"])),
+            expires_on=expires_on,
+            ran_last_pass=bool(row["ran_last_pass"]),
+        )

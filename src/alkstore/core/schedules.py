@@ -20,6 +20,7 @@ import attrs
 from cronsim import CronSim, CronSimError
 
 from .errors import InvalidOptions
+from .ids import uuid7_at
 from .options import JobOptions, dump_json
 from .plans import Row
 from .records import as_json, as_time
@@ -29,7 +30,8 @@ SKIP_GRACE = dt.timedelta(seconds=60)
 """With ``missed="skip"``, how late a slot may still fire (a scheduler looks every second
 or so while workers run; a slot older than this was missed, e.g. during downtime)."""
 SLOT_NAMESPACE = uuid.UUID("7d0c3f5e-1f3a-4c59-9a57-5d6c1b0e8a21")
-"""uuid5 namespace of the ids of scheduled jobs."""
+"""uuid5 namespace of the hash in the ids of scheduled jobs."""
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 SCHEDULED_OPTIONS = frozenset(
     {
         "priority",
@@ -142,6 +144,8 @@ class Schedule:
     last_slot: dt.datetime | None
     created_on: dt.datetime
     updated_on: dt.datetime
+    paused_on: dt.datetime | None = None
+    """Since when the schedule is paused (None: it fires)."""
 
     @classmethod
     def from_row(cls, row: Row) -> Schedule:
@@ -157,15 +161,30 @@ class Schedule:
             last_slot=as_time(row["last_slot"]),
             created_on=as_time(row["created_on"]),  # type: ignore[arg-type]
             updated_on=as_time(row["updated_on"]),  # type: ignore[arg-type]
+            paused_on=as_time(row["paused_on"]),
         )
+
+    def latest_slot(self, now: dt.datetime) -> dt.datetime:
+        """The latest slot at or before ``now`` (UTC)."""
+        zone = zoneinfo.ZoneInfo(self.tz)
+        after = now.astimezone(zone) + dt.timedelta(microseconds=1)
+        return next(CronSim(self.cron, after, reverse=True)).astimezone(dt.UTC)
+
+    def next_slot(self, now: dt.datetime) -> dt.datetime | None:
+        """The first slot after ``now`` (UTC): when the schedule fires next, None while it
+        is paused."""
+        if self.paused_on is not None:
+            return None
+        zone = zoneinfo.ZoneInfo(self.tz)
+        return next(CronSim(self.cron, now.astimezone(zone))).astimezone(dt.UTC)
 
     def due(self, now: dt.datetime) -> dt.datetime | None:
         """The slot to fire at ``now`` (UTC), or None: the latest slot at or before ``now``,
-        if it is after the last fired one (or the schedule's creation) and, with
-        ``missed="skip"``, at most :data:`SKIP_GRACE` old."""
-        zone = zoneinfo.ZoneInfo(self.tz)
-        after = now.astimezone(zone) + dt.timedelta(microseconds=1)
-        latest = next(CronSim(self.cron, after, reverse=True)).astimezone(dt.UTC)
+        if the schedule is not paused, the slot is after the last fired one (or the
+        schedule's creation) and, with ``missed="skip"``, at most :data:`SKIP_GRACE` old."""
+        if self.paused_on is not None:
+            return None
+        latest = self.latest_slot(now)
         floor = self.last_slot or self.created_on
         if latest <= floor:
             return None
@@ -173,10 +192,31 @@ class Schedule:
             return None
         return latest
 
+    def resumed_last_slot(self, now: dt.datetime) -> dt.datetime:
+        """The ``last_slot`` a resume at ``now`` stores: the slots that passed while the
+        schedule was paused count as fired, so a resume never fires a slot of the pause
+        (whatever ``missed`` says); the next slot fires as usual."""
+        latest = self.latest_slot(now)
+        floor = self.last_slot or self.created_on
+        return max(latest, floor)
+
     def slot_id(self, slot: dt.datetime) -> uuid.UUID:
         """The id of this schedule's job for ``slot``: the same in every process."""
-        return uuid.uuid5(SLOT_NAMESPACE, f"{self.name}\x00{self.key}\x00{slot.isoformat()}")
+        return slot_id(self.name, self.key, slot)
 
     def job_options(self, slot: dt.datetime) -> JobOptions:
         """The options of the job for ``slot``."""
         return JobOptions.from_kwargs({**self.options, "id": self.slot_id(slot)})
+
+    def triggered_options(self) -> JobOptions:
+        """The options of a job sent by ``trigger_schedule``: the schedule's, with a fresh id
+        (no slot's: a trigger is a run of its own, and the next slot still fires)."""
+        return JobOptions.from_kwargs(self.options)
+
+
+def slot_id(name: str, key: str, slot: dt.datetime) -> uuid.UUID:
+    """The id of the job of schedule ``(name, key)`` for ``slot``: a UUIDv7 whose time is
+    the slot's, so scheduled jobs sort among the others by time, and whose other bits are a
+    hash of (name, key, slot), so every process derives the same id (one job per slot)."""
+    digest = uuid.uuid5(SLOT_NAMESPACE, f"{name}\x00{key}\x00{slot.isoformat()}")
+    return uuid7_at((slot - EPOCH) // dt.timedelta(milliseconds=1), digest.int)

@@ -1,11 +1,16 @@
 """The dashboard's ASGI app: pages over an :class:`~alkstore.AsyncStore`, actions as POSTs.
 
 Pages: the queues with their counts (``/``), a queue's jobs filtered by state, singleton key
-and text in data with keyset paging (``/queues/{queue}``), one job with its flow dependencies
-(``/queues/{queue}/jobs/{id}``), the schedules (``/schedules``). Actions (retry, cancel,
-resume, delete a job; pause or resume a queue; redrive a dead-letter queue) are POSTs
-carrying the process's CSRF token and go through the store's operations only;
-``read_only`` removes their forms and refuses them.
+and text in data with keyset paging (``/queues/{queue}``), one job with its flow
+dependencies, attempt history and dead-letter copy (``/queues/{queue}/jobs/{id}``), the
+schedules with their next run (``/schedules``), the processes running workers
+(``/workers``). Actions (retry, cancel, resume, delete a
+job; pause or resume a queue; redrive a dead-letter queue; pause, resume, trigger or remove
+a schedule) are POSTs carrying the process's CSRF token and go through the store's
+operations only; ``read_only`` removes their forms and refuses them. The irreversible ones
+(delete, remove) first show a confirmation page (a GET of the action's URL), since no
+script may ask (the CSP allows none). ``?refresh=SECONDS`` makes a page reload itself (a
+``<meta>`` refresh: no script either).
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import datetime as dt
 import json
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import attrs
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -31,9 +37,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 import alkstore
-from alkstore.core.errors import InvalidOptions, QueueNotFound
+from alkstore.core.errors import InvalidOptions, QueueNotFound, ScheduleNotFound
+from alkstore.core.ids import uuid7_at
 from alkstore.core.records import Job, Queue
 from alkstore.core.states import JobState, Operation, accepts
+from alkstore.core.validation import check_queue_name
 
 from .history import History, chart
 from .security import GuardMiddleware, new_secret, same
@@ -49,6 +57,25 @@ QUEUE_ACTIONS: dict[str, str] = {
 }
 """What a queue's page can do to it (name: button label), each one store operation run by
 :func:`_queue_action`; the page offers those that apply (:func:`_queue_actions`)."""
+
+SCHEDULE_ACTIONS: dict[str, str] = {
+    "pause": "Pause",
+    "resume": "Resume",
+    "trigger": "Run now",
+    "unschedule": "Remove",
+}
+"""What the schedules page can do to a schedule (name: button label), each one store
+operation run by :func:`_schedule_action`."""
+
+CONFIRMED = frozenset({"delete", "unschedule"})
+"""The actions that cannot be undone: their button opens a confirmation page first."""
+
+REFRESH_SECONDS = (5, 10, 30, 60)
+"""The auto-refresh periods a page offers (``?refresh=…``); anything else is off."""
+
+DEAD_LETTER_SCAN = 100
+"""How many jobs of the dead-letter queue, from the failure's time on, a failed job's page
+looks at for its copy (copies' ids are UUIDv7s of the time they were made)."""
 
 PAGE_SIZE = 50
 """Jobs per page of a queue."""
@@ -95,6 +122,7 @@ def _env() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters["when"] = _when
+    env.filters["clock"] = _clock
     env.filters["age"] = _age
     env.filters["pretty"] = _pretty
     env.filters["brief"] = _brief
@@ -103,6 +131,10 @@ def _env() -> Environment:
 
 def _when(value: dt.datetime | None) -> str:
     return "" if value is None else value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _clock(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).strftime("%H:%M:%S")
 
 
 def _age(value: dt.timedelta | None) -> str:
@@ -173,6 +205,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             read_only=settings.read_only,
             states=list(JobState),
             done=_done(request.query_params.get("done")),
+            refresh=_refresh(request),
             **context,
         )
         return HTMLResponse(body)
@@ -231,20 +264,62 @@ def create_app(settings: DashboardSettings) -> Starlette:
             "job.html",
             job=job,
             actions=actions,
+            confirmed=CONFIRMED,
             error=_error_of(job),
+            dead_letter=await _dead_letter_copy(store(), job),
             dependencies=await store().get_dependencies(name, job.id),
             dependents=await store().get_dependents(name, job.id),
         )
 
     async def schedules_page(request: Request) -> Response:
-        return render(request, "schedules.html", schedules=await store().schedules())
+        return render(
+            request,
+            "schedules.html",
+            schedules=await store().schedules(),
+            now=dt.datetime.now(dt.UTC),
+            actions=SCHEDULE_ACTIONS,
+            confirmed=CONFIRMED,
+        )
+
+    async def workers_page(request: Request) -> Response:
+        processes = await store().worker_processes()
+        return render(request, "workers.html", processes=processes)
+
+    async def confirm_page(request: Request) -> Response:
+        """The confirmation of an irreversible action: a page whose button POSTs it."""
+        action = request.path_params["action"]
+        if action not in CONFIRMED or settings.read_only:
+            raise HTTPException(405, "this action is a POST")
+        name = check_queue_name(request.path_params["queue"])
+        if "job" in request.path_params:
+            job_id = _uuid_or_none(request.path_params["job"])
+            what, back = f"job {job_id} of queue {name}", f"/queues/{name}/jobs/{job_id}"
+            fields: dict[str, str] = {}
+        else:
+            key = request.query_params.get("key", "")
+            what, back = f"the schedule of queue {name} with key {key!r}", "/schedules"
+            fields = {"key": key}
+        return render(
+            request,
+            "confirm.html",
+            verb="Delete" if action == "delete" else "Remove",
+            what=what,
+            back=back,
+            fields=fields,
+        )
+
+    async def schedule_action(request: Request) -> Response:
+        name, action = await _posted(request, SCHEDULE_ACTIONS)
+        key = (await request.form()).get("key", "")
+        if not isinstance(key, str):
+            raise HTTPException(400, "the schedule's key must be text")
+        changed = await _schedule_action(store(), name, key, action)
+        return RedirectResponse(f"/schedules?done={action}+{changed}", status_code=303)
 
     async def job_action(request: Request) -> Response:
-        await _check_post(request)
-        name = request.path_params["queue"]
-        action = request.path_params["action"]
+        name, action = await _posted(request, JOB_ACTIONS)
         job_id = _uuid_or_none(request.path_params["job"])
-        if action not in JOB_ACTIONS or job_id is None:
+        if job_id is None:
             raise HTTPException(404, "no such action")
         operation = {
             "retry": store().retry,
@@ -257,13 +332,18 @@ def create_app(settings: DashboardSettings) -> Starlette:
         return RedirectResponse(f"{target}?done={action}+{changed}", status_code=303)
 
     async def queue_action(request: Request) -> Response:
-        await _check_post(request)
-        name = request.path_params["queue"]
-        action = request.path_params["action"]
-        if action not in QUEUE_ACTIONS:
-            raise HTTPException(404, "no such action")
+        name, action = await _posted(request, QUEUE_ACTIONS)
         changed = await _queue_action(store(), name, action)
         return RedirectResponse(f"/queues/{name}?done={action}+{changed}", status_code=303)
+
+    async def _posted(request: Request, known: Collection[str]) -> tuple[str, str]:
+        """The queue and the action of a checked POST (:func:`_check_post`), the action
+        one of ``known`` (else a 404)."""
+        await _check_post(request)
+        action = request.path_params["action"]
+        if action not in known:
+            raise HTTPException(404, "no such action")
+        return request.path_params["queue"], action
 
     async def _check_post(request: Request) -> None:
         if settings.read_only:
@@ -277,7 +357,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
             raise HTTPException(403, "missing or wrong CSRF token")
 
     async def http_error(request: Request, exc: Exception) -> Response:
-        if isinstance(exc, QueueNotFound):  # a queue deleted while its page was open
+        if isinstance(exc, QueueNotFound | ScheduleNotFound):  # deleted while its page was open
             exc = HTTPException(404, str(exc))
         elif isinstance(exc, InvalidOptions):  # not a queue name (/queues/%3Cscript%3E)
             exc = HTTPException(400, str(exc))
@@ -292,7 +372,11 @@ def create_app(settings: DashboardSettings) -> Starlette:
     routes = [
         Route("/", queues_page),
         Route("/schedules", schedules_page),
+        Route("/workers", workers_page),
+        Route("/schedules/{queue:path}/{action}", confirm_page, methods=["GET"]),
+        Route("/schedules/{queue:path}/{action}", schedule_action, methods=["POST"]),
         Route("/queues/{queue:path}/jobs/{job}", job_page),
+        Route("/queues/{queue:path}/jobs/{job}/{action}", confirm_page, methods=["GET"]),
         Route("/queues/{queue:path}/jobs/{job}/{action}", job_action, methods=["POST"]),
         Route("/queues/{queue:path}/{action}", queue_action, methods=["POST"]),
         Route("/queues/{queue:path}", jobs_page),
@@ -309,6 +393,7 @@ def create_app(settings: DashboardSettings) -> Starlette:
         exception_handlers={
             HTTPException: http_error,
             QueueNotFound: http_error,
+            ScheduleNotFound: http_error,
             InvalidOptions: http_error,
         },
     )
@@ -364,6 +449,45 @@ async def _queue_action(store: alkstore.AsyncStore, queue: str, action: str) -> 
     raise HTTPException(404, "no such action")
 
 
+async def _schedule_action(store: alkstore.AsyncStore, queue: str, key: str, action: str) -> int:
+    """Run the schedule action ``action`` (a key of :data:`SCHEDULE_ACTIONS`); how many
+    schedules it changed (or, for trigger, jobs it sent). A missing schedule raises
+    :class:`ScheduleNotFound`: a 404."""
+    if action == "pause":
+        return int(await store.pause_schedule(queue, key))
+    if action == "resume":
+        return int(await store.resume_schedule(queue, key))
+    if action == "trigger":
+        return int(await store.trigger_schedule(queue, key) is not None)
+    if action == "unschedule":
+        return int(await store.unschedule(queue, key))
+    raise HTTPException(404, "no such action")
+
+
+async def _dead_letter_copy(store: alkstore.AsyncStore, job: Job) -> Job | None:
+    """The dead-letter copy of a failed ``job``, if it is still in its dead-letter queue.
+
+    The copy was made by the statement that failed the job, so its UUIDv7 id starts at the
+    failure's time: the page looks at the first :data:`DEAD_LETTER_SCAN` jobs of that queue
+    from a second before on, never the whole queue."""
+    if job.state is not JobState.FAILED or job.completed_on is None:
+        return None
+    queue = job.dead_letter
+    if queue is None:
+        own = await store.get_queue(job.queue)
+        queue = None if own is None else own.dead_letter
+    if queue is None:
+        return None
+    millis = int(job.completed_on.timestamp() * 1000) - 1000
+    with contextlib.suppress(QueueNotFound):  # the dead-letter queue was deleted since
+        for candidate in await store.list_jobs(
+            queue, limit=DEAD_LETTER_SCAN, after=uuid7_at(millis, 0)
+        ):
+            if candidate.source_id == job.id and candidate.source_queue == job.queue:
+                return candidate
+    return None
+
+
 async def _sample(store: alkstore.AsyncStore, history: History, every: float) -> None:
     """Record every queue's counts each ``every`` seconds until cancelled."""
     while True:
@@ -381,8 +505,26 @@ def _done(code: str | None) -> str | None:
     """The flash message of an action's redirect (``?done=ACTION+COUNT``, as the action
     wrote it), or None for anything else: the page never shows text a link made up."""
     action, _, count = (code or "").partition(" ")
-    known = action in JOB_ACTIONS or action in QUEUE_ACTIONS
+    known = action in JOB_ACTIONS or action in QUEUE_ACTIONS or action in SCHEDULE_ACTIONS
     return f"{action} {int(count)}" if known and count.isdecimal() and len(count) < 10 else None
+
+
+def _refresh(request: Request) -> dict[str, Any]:
+    """The page's auto-refresh: ``seconds`` (None: off), the URL the refresh reloads (this
+    page without its ``done`` flash, which said what a POST did once) and the links that
+    turn it on or off."""
+    params = [(k, v) for k, v in request.query_params.multi_items() if k not in ("done", "refresh")]
+    given = request.query_params.get("refresh", "")
+    seconds = int(given) if given.isdecimal() and int(given) in REFRESH_SECONDS else None
+
+    def url(refresh: int | None) -> str:
+        query = urlencode(params + ([("refresh", str(refresh))] if refresh else []))
+        return request.url.path + (f"?{query}" if query else "")
+
+    links = [("off", url(None), seconds is None)] + [
+        (f"{s}s", url(s), seconds == s) for s in REFRESH_SECONDS
+    ]
+    return {"seconds": seconds, "url": url(seconds), "links": links}
 
 
 def _uuid_or_none(text: str | None) -> uuid.UUID | None:

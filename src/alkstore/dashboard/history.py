@@ -70,9 +70,34 @@ class History:
         ]
 
 
-def chart(points: list[Point], *, width: int = 240, height: int = 40) -> tuple[str, str] | None:
-    """SVG polyline ``points`` attribute values for completed and failed per interval, scaled
-    to ``width`` x ``height``: ``(completed, failed)``; None without two points."""
+@attrs.frozen
+class Chart:
+    """The throughput sparkline of one queue, in SVG coordinates: the plot spans
+    ``LEFT..LEFT + width`` across and ``TOP..TOP + height`` down, between a y axis labelled
+    0 and ``top`` (jobs per interval) and an x axis labelled with the first and last
+    sample's time."""
+
+    completed: str
+    """The ``points`` of the completed line."""
+    failed: str
+    """The ``points`` of the failed line."""
+    top: int
+    """The y axis' highest value."""
+    start: dt.datetime
+    end: dt.datetime
+    width: int
+    height: int
+
+
+LEFT = 30
+"""Room left of the plot for the y axis' labels."""
+TOP = 4
+"""Room above the plot (the top label's upper half)."""
+
+
+def chart(points: list[Point], *, width: int = 240, height: int = 40) -> Chart | None:
+    """The sparkline of completed and failed jobs per interval, scaled to ``width`` x
+    ``height``; None without two points."""
     if len(points) < 2:
         return None
     top = max(1, *(p.completed for p in points), *(p.failed for p in points))
@@ -80,7 +105,16 @@ def chart(points: list[Point], *, width: int = 240, height: int = 40) -> tuple[s
 
     def line(values: list[int]) -> str:
         return " ".join(
-            f"{i * step:.1f},{height - v * height / top:.1f}" for i, v in enumerate(values)
+            f"{LEFT + i * step:.1f},{TOP + height - v * height / top:.1f}"
+            for i, v in enumerate(values)
         )
 
-    return line([p.completed for p in points]), line([p.failed for p in points])
+    return Chart(
+        completed=line([p.completed for p in points]),
+        failed=line([p.failed for p in points]),
+        top=top,
+        start=points[0].at,
+        end=points[-1].at,
+        width=width,
+        height=height,
+    )

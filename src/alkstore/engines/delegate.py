@@ -21,7 +21,7 @@ from ..core.flows import FlowStep
 from ..core.options import PLAIN_FETCH, FetchOptions, JobOptions, NewJob, QueueOptions
 from ..core.plans import Plan
 from ..core.queries import JobPage, JobQuery, JobSearch, JobSelector
-from ..core.records import Handoff, Job, Queue, QueueStats
+from ..core.records import Handoff, Job, Queue, QueueStats, WorkerProcess
 from ..core.schedules import Schedule, ScheduleSpec
 from ..core.states import JobState
 from ..core.targets import Targets
@@ -246,6 +246,18 @@ class DelegatingEngine:
         """See :meth:`alkstore.core.contracts.MessagingPlans.fire_schedules`."""
         return self.inner.fire_schedules(now)
 
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.pause_schedule`."""
+        return self.inner.pause_schedule(name, key)
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.resume_schedule`."""
+        return self.inner.resume_schedule(name, key)
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """See :meth:`alkstore.core.contracts.MessagingPlans.trigger_schedule`."""
+        return self.inner.trigger_schedule(name, key)
+
     def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
         """See :meth:`alkstore.core.contracts.MessagingPlans.subscribe_queue`."""
         return self.inner.subscribe_queue(event, queue)
@@ -259,6 +271,23 @@ class DelegatingEngine:
     ) -> Plan[list[tuple[str, uuid.UUID]]]:
         """See :meth:`alkstore.core.contracts.MessagingPlans.publish_event`."""
         return self.inner.publish_event(event, data_json, options)
+
+    # the operator's plans (alkstore.core.contracts.OperatorPlans)
+    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.purge_jobs`."""
+        return self.inner.purge_jobs(queue, states, batch_size)
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.record_process`."""
+        return self.inner.record_process(owner, ttl, info_json)
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.forget_process`."""
+        return self.inner.forget_process(owner)
+
+    def list_processes(self) -> Plan[list[WorkerProcess]]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.list_processes`."""
+        return self.inner.list_processes()
 
     # store.wait's notified reads (alkstore.core.contracts.ResultWatch)
     def result_channel(self) -> str:

@@ -9,18 +9,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import threading
+import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ..core.contracts import worker_runtime
 from ..core.errors import UnsupportedByDriver
+from ..core.plans import Plan
 from ..core.records import MaintenanceReport
 from ..drivers.base import DriverSettings, Notification
+from ..operations import Operations
 from . import stages
 from .backoff import RECONNECT_FIRST, jittered
 from .events import WorkerEvent, emit
@@ -40,6 +45,8 @@ LISTEN_WAIT = 0.1
 """Seconds a listener waits for notifications before checking whether it should stop: the
 bound on how long stopping the last worker waits for its listener thread. A wait sends no
 query (the driver only reads the socket), so a short one costs the server nothing."""
+PROCESS_RECORD = 10.0
+"""Seconds between a supervisor's records of its process (``store.worker_processes()``)."""
 LISTEN_RETRY = 1.0
 """Seconds, at most, before a lost or failed listener connects again: it tries at once
 (a jittered backoff from a few ms, :mod:`.backoff`), and polling covers the gap."""
@@ -88,6 +95,21 @@ class _Base:
             workers = list(self._workers)
         for worker in workers:
             worker.wake()
+
+    def _record(self, ops: Operations) -> Plan[None]:
+        """The plan recording this process (:class:`~alkstore.WorkerProcess`): expiring
+        after three missed records."""
+        with self._lock:
+            workers = list(self._workers)
+        ttl = 3 * PROCESS_RECORD + self._interval()
+        info = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queues": sorted({w.queue for w in workers}),
+            "workers": len(workers),
+            "ttl": ttl,
+        }
+        return ops.record_process(self.owner, ttl, json.dumps(info))
 
     def _supervised(self) -> list[Any]:
         with self._lock:
@@ -223,11 +245,22 @@ class StoreRuntime(_Base):
             worker.stop()
 
     def _supervise(self) -> None:
-        while not self._quit.wait(self._interval()):
-            try:
-                self.run_pass()
-            except Exception as exc:
-                self._event("maintenance_error", error=error_of(exc)["message"])
+        ops = Operations(self._store.engine)
+        next_record = 0.0
+        while True:
+            if time.monotonic() >= next_record:  # the process's record (alkstore workers)
+                next_record = time.monotonic() + PROCESS_RECORD
+                self._guarded(lambda: self._store._run(self._record(ops)))
+            if self._quit.wait(self._interval()):
+                break
+            self._guarded(self.run_pass)
+        self._guarded(lambda: self._store._run(ops.forget_process(self.owner)))
+
+    def _guarded(self, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except Exception as exc:
+            self._event("maintenance_error", error=error_of(exc)["message"])
 
     def run_pass(self) -> bool:
         """Claim and, if won, run one maintenance pass; True if this instance ran it."""
@@ -315,12 +348,23 @@ class AsyncStoreRuntime(_Base):
             await worker.stop()
 
     async def _supervise(self) -> None:
-        while True:
-            await asyncio.sleep(self._interval())
-            try:
-                await self.run_pass()
-            except Exception as exc:
-                self._event("maintenance_error", error=error_of(exc)["message"])
+        ops = Operations(self._store.engine)
+        next_record = 0.0
+        try:
+            while True:
+                if time.monotonic() >= next_record:  # the process's record (alkstore workers)
+                    next_record = time.monotonic() + PROCESS_RECORD
+                    await self._guarded(self._store._run(self._record(ops)))
+                await asyncio.sleep(self._interval())
+                await self._guarded(self.run_pass())
+        finally:  # cancelled: the last supervised worker stopped
+            await self._guarded(self._store._run(ops.forget_process(self.owner)))
+
+    async def _guarded(self, call: Awaitable[Any]) -> None:
+        try:
+            await call
+        except Exception as exc:
+            self._event("maintenance_error", error=error_of(exc)["message"])
 
     async def run_pass(self) -> bool:
         """See :meth:`StoreRuntime.run_pass`."""

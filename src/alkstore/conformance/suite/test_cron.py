@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from alkstore import InvalidOptions, JobState, QueueNotFound
+from alkstore import InvalidOptions, JobState, QueueNotFound, ScheduleNotFound
 from alkstore.conformance.harness import StoreHandle
 
 from .conftest import eventually
@@ -114,6 +114,48 @@ def test_missed_slots_skip_or_fire_once(alkstore_store):
     assert alkstore_store.fire_schedules(now=hours + dt.timedelta(hours=1, seconds=5)) == 2
     assert alkstore_store.queue_stats("skip").total == 1
     assert alkstore_store.queue_stats("once").total == 2
+
+
+def test_a_paused_schedule_fires_nothing_until_resumed(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.schedule("q", "* * * * *", "tick", missed="once")
+    start = _created(alkstore_store)
+    assert alkstore_store.pause_schedule("q") is True
+    assert alkstore_store.pause_schedule("q") is False
+    (paused,) = alkstore_store.schedules()
+    assert paused.paused_on is not None and paused.next_slot(start) is None
+    later = start + dt.timedelta(seconds=61)
+    assert alkstore_store.fire_schedules(now=later) == 0
+    assert alkstore_store.resume_schedule("q") is True
+    assert alkstore_store.resume_schedule("q") is False
+    (resumed,) = alkstore_store.schedules()
+    assert resumed.paused_on is None and resumed.next_slot(start) is not None
+    # The slots before the resume count as fired; the next one fires.
+    assert resumed.last_slot is not None and resumed.last_slot <= later
+    assert alkstore_store.fire_schedules(now=later + dt.timedelta(minutes=1)) == 1
+    for refused in ("pause_schedule", "resume_schedule", "trigger_schedule"):
+        with pytest.raises(ScheduleNotFound, match="nope"):
+            getattr(alkstore_store, refused)("q", "nope")
+
+
+def test_a_triggered_schedule_sends_its_job_now_and_keeps_its_slots(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.schedule("q", "0 0 1 1 *", {"report": "yearly"}, priority=5)
+    alkstore_store.pause_schedule("q")
+    first = alkstore_store.trigger_schedule("q")
+    second = alkstore_store.trigger_schedule("q")
+    assert first is not None and second is not None and first < second
+    jobs = alkstore_store.fetch("q", batch_size=5)
+    assert [(j.id, j.data, j.priority) for j in jobs] == [
+        (first, {"report": "yearly"}, 5),
+        (second, {"report": "yearly"}, 5),
+    ]
+    (schedule,) = alkstore_store.schedules()
+    assert schedule.last_slot is None and schedule.paused_on is not None
+    alkstore_store.create_queue("short", policy="short")
+    alkstore_store.schedule("short", "* * * * *", singleton_key="k")
+    assert alkstore_store.trigger_schedule("short") is not None
+    assert alkstore_store.trigger_schedule("short") is None  # the policy refused it
 
 
 def test_the_supervisor_of_a_worker_fires_schedules(alkstore_store):

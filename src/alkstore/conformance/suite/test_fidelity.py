@@ -4,11 +4,14 @@ lineage, the stack of a failure, resume keeping a pending retry delay, empty sen
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import pytest
 
 from alkstore import JobState, QueueNotFound
+
+from .conftest import eventually
 
 
 def _fail_for_good(alkstore_store: Any, queue: str, output: Any) -> Any:
@@ -106,3 +109,34 @@ def test_empty_send_many_to_a_missing_queue_raises(alkstore_store):
     assert caught.value.name == "nowhere"
     alkstore_store.create_queue("q")
     assert alkstore_store.send_many("q", []) == []
+
+
+def _next_millisecond(after: int) -> int:
+    """The wall clock's millisecond once it is past ``after`` (so that the next row the
+    database makes is stamped later than the last)."""
+    return eventually(lambda: time.time_ns() // 1_000_000 > after and time.time_ns() // 1_000_000)
+
+
+def test_dead_letter_redriven_and_published_copies_get_time_ordered_ids(alkstore_store):
+    alkstore_store.create_queue("dlq")
+    alkstore_store.create_queue("q", retry_limit=0, dead_letter="dlq")
+    sources = alkstore_store.send_many("q", [{"data": n} for n in (1, 2, 3)])
+    # Failed in reverse send order: the copies' ids follow the failures, not the sources.
+    millis = time.time_ns() // 1_000_000
+    for source in reversed(sources):
+        millis = _next_millisecond(millis)
+        assert alkstore_store.fail("q", source, {"n": 1}) == 1
+        millis = time.time_ns() // 1_000_000
+    copies = alkstore_store.list_jobs("dlq")
+    assert all(c.id.version == 7 for c in copies)
+    by_id = sorted(copies, key=lambda c: c.id)
+    assert [c.source_id for c in by_id] == list(reversed(sources))
+    _next_millisecond(millis)
+    assert alkstore_store.redrive("dlq") == 3
+    redriven = alkstore_store.list_jobs("q", states=["created"])
+    assert len(redriven) == 3
+    assert all(j.id.version == 7 and j.id > max(c.id for c in copies) for j in redriven)
+    alkstore_store.subscribe("done", "q")
+    _next_millisecond(time.time_ns() // 1_000_000)
+    (published,) = alkstore_store.publish("done", None)
+    assert published.version == 7 and published > max(j.id for j in redriven)

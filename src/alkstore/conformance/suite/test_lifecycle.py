@@ -199,6 +199,32 @@ def test_delete_jobs_in_any_state(alkstore_store):
     assert alkstore_store.delete_jobs("q", ids) == 0
 
 
+def test_purge_deletes_a_queues_jobs_in_the_named_states_in_batches(alkstore_store):
+    alkstore_store.create_queue("q", retry_limit=0)
+    alkstore_store.create_queue("other")
+    kept = alkstore_store.send("other", "x")
+    ids = alkstore_store.send_many("q", [{"data": i} for i in range(7)])
+    done = alkstore_store.fetch("q", batch_size=5)
+    alkstore_store.complete("q", done[:3])
+    alkstore_store.fail("q", done[3], "no")
+    alkstore_store.complete("other", alkstore_store.fetch("other"))
+    assert alkstore_store.purge_jobs("q", ["completed", "failed"], batch_size=2) == 4
+    left = {j.id: j.state for j in alkstore_store.list_jobs("q")}
+    assert left == {done[4].id: JobState.ACTIVE, ids[5]: JobState.CREATED, ids[6]: JobState.CREATED}
+    assert alkstore_store.get_job("other", kept).state is JobState.COMPLETED
+    assert alkstore_store.purge_jobs("q", "completed") == 0
+    assert alkstore_store.purge_jobs("q", [JobState.CREATED, JobState.ACTIVE]) == 3
+    assert alkstore_store.list_jobs("q") == []
+    with pytest.raises(InvalidOptions, match="states"):
+        alkstore_store.purge_jobs("q", [])
+    with pytest.raises(InvalidOptions, match="states"):
+        alkstore_store.purge_jobs("q", ["done"])
+    with pytest.raises(InvalidOptions, match="batch_size"):
+        alkstore_store.purge_jobs("q", ["failed"], batch_size=0)
+    with pytest.raises(QueueNotFound):
+        alkstore_store.purge_jobs("nope", ["failed"])
+
+
 def test_delete_jobs_ignores_other_queues(alkstore_store):
     alkstore_store.create_queue("q")
     alkstore_store.create_queue("other")

@@ -3,6 +3,8 @@ transactional workers, the supervisor's claimed pass, in-process wake-ups."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -494,3 +496,21 @@ def test_backlog_and_slow_query_events(alkstore_store):
     assert backlog.queue == "q" and backlog.detail["warning_size"] == 2
     assert backlog.detail["queued"] > 2
     assert any(e.kind == "slow_query" and e.detail["operation"] == "fetch" for e in events)
+
+
+def test_a_running_worker_process_is_listed_until_its_workers_stop(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.create_queue("r")
+    assert alkstore_store.worker_processes() == []
+    with (
+        work(alkstore_store, "q", lambda job, ctx: None, **FAST),
+        work(alkstore_store, "r", lambda job, ctx: None, maintenance=False, **FAST),
+    ):
+        (listed,) = eventually(alkstore_store.worker_processes)
+        assert (listed.host, listed.pid) == (socket.gethostname(), os.getpid())
+        assert listed.owner.startswith(f"{listed.host}:{listed.pid}:")
+        assert listed.queues in (("q",), ("q", "r")) and listed.workers in (1, 2)
+        assert listed.started_on <= listed.seen_on < listed.expires_on
+        # The process's supervisor claims the passes: it ran the latest one.
+        eventually(lambda: alkstore_store.worker_processes()[0].ran_last_pass)
+    assert alkstore_store.worker_processes() == []  # its last worker stopped: forgotten

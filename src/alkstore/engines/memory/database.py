@@ -26,6 +26,7 @@ import attrs
 from ...core.errors import InvalidOptions, SchemaVersionError
 from ...core.model import Model
 from ...core.plans import Plan, Steps
+from ...core.records import WorkerProcess
 from ...core.schedules import Schedule
 
 T = TypeVar("T")
@@ -56,6 +57,10 @@ class MemorySchema:
     """Cron schedules by (queue, key)."""
     subscriptions: set[tuple[str, str]] = attrs.field(factory=set)
     """Pub/sub subscriptions as (event, queue)."""
+    processes: dict[str, WorkerProcess] = attrs.field(factory=dict)
+    """The records of the processes running workers, by owner."""
+    pass_owner: str | None = None
+    """Who claimed the latest maintenance pass."""
 
     def at_now(self) -> Model:
         """The model with its clock set to the wall clock (never backwards)."""

@@ -27,7 +27,7 @@ from ...core.model import Model, ModelJob
 from ...core.options import PLAIN_FETCH, FetchOptions, NewJob, QueueOptions
 from ...core.plans import Isolation, Plan, Steps
 from ...core.queries import JobPage, JobQuery, JobSearch, JobSelector
-from ...core.records import Handoff, Job, Queue, QueueStats
+from ...core.records import Handoff, Job, Queue, QueueStats, WorkerProcess
 from ...core.states import JobState
 from ...core.targets import Targets
 from .database import VERSION, MemoryDatabase, MemorySchema, attach, steps_of
@@ -300,6 +300,17 @@ class MemoryEngine(MemoryMessaging):
         """Delete jobs in any state."""
         return self._model("delete_jobs", lambda m: m.delete_jobs(queue, targets))
 
+    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """Delete the jobs of ``queue`` in ``states`` (at once: nothing waits on a lock)."""
+
+        def purge(m: Model) -> int:
+            if queue not in m.queues:
+                raise QueueNotFound(queue)
+            doomed = [j.id for j in m.jobs.values() if j.queue == queue and j.state in states]
+            return m.delete_jobs(queue, doomed)
+
+        return self._model("purge_jobs", purge)
+
     def get_job(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
         """One job, or None."""
 
@@ -439,9 +450,55 @@ class MemoryEngine(MemoryMessaging):
             if schema.next_pass is not None and schema.next_pass > moment:
                 return False
             schema.next_pass = moment + dt.timedelta(seconds=interval)
+            schema.pass_owner = owner
             return True
 
         return self._plan("claim_pass", claim)
+
+    def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
+        """Create or refresh the record of ``owner``, expiring in ``ttl`` seconds (and drop
+        the expired ones)."""
+
+        def record(schema: MemorySchema) -> None:
+            moment = schema.model.now
+            alive = {k: p for k, p in schema.processes.items() if p.expires_on >= moment}
+            info = json.loads(info_json)
+            found = alive.get(owner)
+            alive[owner] = WorkerProcess(
+                owner=owner,
+                host=info["host"],
+                pid=int(info["pid"]),
+                queues=tuple(info["queues"]),
+                workers=int(info["workers"]),
+                started_on=moment if found is None else found.started_on,
+                seen_on=moment,
+                expires_on=moment + dt.timedelta(seconds=ttl),
+                ran_last_pass=False,
+            )
+            schema.processes = alive
+
+        return self._plan("record_process", record)
+
+    def forget_process(self, owner: str) -> Plan[None]:
+        """Delete the record of ``owner``."""
+
+        def forget(schema: MemorySchema) -> None:
+            schema.processes.pop(owner, None)
+
+        return self._plan("forget_process", forget)
+
+    def list_processes(self) -> Plan[list[WorkerProcess]]:
+        """The unexpired records, by owner."""
+
+        def listed(schema: MemorySchema) -> list[WorkerProcess]:
+            moment = schema.model.now
+            return [
+                attrs.evolve(p, ran_last_pass=p.owner == schema.pass_owner)
+                for _owner, p in sorted(schema.processes.items())
+                if p.expires_on > moment
+            ]
+
+        return self._plan("worker_processes", listed)
 
     def watch(self, queue: str, targets: Targets) -> Plan[set[uuid.UUID]]:
         """Heartbeat the running jobs that have ``heartbeat_seconds``; the ids of those still

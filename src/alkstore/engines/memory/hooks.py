@@ -42,8 +42,9 @@ class MemoryTestHooks:
                 schema.next_pass -= shift
             for where, found in schema.schedules.items():
                 last = None if found.last_slot is None else found.last_slot - shift
+                paused = None if found.paused_on is None else found.paused_on - shift
                 schema.schedules[where] = attrs.evolve(
-                    found, created_on=found.created_on - shift, last_slot=last
+                    found, created_on=found.created_on - shift, last_slot=last, paused_on=paused
                 )
 
         return self.engine._plan("test-advance", shift)
@@ -102,6 +103,7 @@ class MemoryTestHooks:
             schema.queue_times.clear()
             schema.schedules.clear()
             schema.subscriptions.clear()
+            schema.processes.clear()
 
         return self.engine._plan("test-reset", reset)
 

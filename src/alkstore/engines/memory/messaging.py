@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from ...core.errors import QueueNotFound
+from ...core.errors import QueueNotFound, ScheduleNotFound
 from ...core.ids import new_id
 from ...core.options import JobOptions, NewJob
 from ...core.plans import Plan
@@ -20,6 +20,13 @@ from .database import MemorySchema, SchemaPlans
 
 def _loads(text: str | None) -> object:
     return None if text is None else json.loads(text)
+
+
+def _found(schema: MemorySchema, name: str, key: str) -> Schedule:
+    found = schema.schedules.get((name, key))
+    if found is None:
+        raise ScheduleNotFound(name, key)
+    return found
 
 
 class MemoryMessaging(SchemaPlans):
@@ -92,6 +99,51 @@ class MemoryMessaging(SchemaPlans):
             return sum(len(batch) for batch in batches.values())
 
         return self._plan("fire_schedules", fire)
+
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Stop the schedule ``(name, key)`` from firing; False if it was paused already."""
+
+        def pause(schema: MemorySchema) -> bool:
+            found = _found(schema, name, key)
+            if found.paused_on is not None:
+                return False
+            moment = schema.model.now
+            schema.schedules[(name, key)] = attrs.evolve(found, paused_on=moment, updated_on=moment)
+            return True
+
+        return self._plan("pause_schedule", pause)
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """Let the paused schedule ``(name, key)`` fire again from its next slot; False if
+        it was not paused."""
+
+        def resume(schema: MemorySchema) -> bool:
+            found = _found(schema, name, key)
+            if found.paused_on is None:
+                return False
+            moment = schema.model.now
+            schema.schedules[(name, key)] = attrs.evolve(
+                found,
+                paused_on=None,
+                updated_on=moment,
+                last_slot=found.resumed_last_slot(moment),
+            )
+            return True
+
+        return self._plan("resume_schedule", resume)
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """Send the schedule's job now; its id, or None when the queue's policy refused it."""
+
+        def trigger(schema: MemorySchema) -> uuid.UUID | None:
+            found = _found(schema, name, key)
+            job = NewJob.build(found.data, found.triggered_options(), new_id)
+            (sent,) = schema.model.send_many(
+                found.name, [(job.id, _loads(job.data_json), job.options)]
+            )
+            return sent
+
+        return self._plan("trigger_schedule", trigger)
 
     def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
         """Subscribe ``queue`` to ``event`` (again: nothing changes)."""

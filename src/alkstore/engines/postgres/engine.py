@@ -25,6 +25,7 @@ from .listing import ListingMixin
 from .maintenance import MaintenanceMixin
 from .messaging import MessagingMixin
 from .migrate import SchemaMixin
+from .operator import OperatorMixin
 from .queues import QueueMixin
 from .runtime import PostgresRuntime
 from .send import SendMixin
@@ -65,6 +66,7 @@ class PostgresEngine(
     SchemaMixin,
     QueueMixin,
     MessagingMixin,  # before SendMixin, which it extends
+    OperatorMixin,
     SendMixin,
     ClaimMixin,
     SettleMixin,

@@ -15,6 +15,7 @@ from ...core.states import QUEUED, Operation
 from ...core.targets import Targets
 from ...core.validation import INT_MAX
 from .base import EngineBase
+from .new_ids import NEW_ID
 from .schema import in_list
 from .sql import (
     accepted,
@@ -202,7 +203,7 @@ class FailMixin(EngineBase):
                 retention_seconds, deletion_seconds, policy, singleton_key, start_after,
                 keep_until, source_queue, source_id, source_retry_count, source_root_id,
                 source_created_on, source_output, trace_context, errors)
-            SELECT gen_random_uuid(), q.name, f.data::jsonb, f.output::jsonb, f.priority,
+            SELECT {NEW_ID}, q.name, f.data::jsonb, f.output::jsonb, f.priority,
                 q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max,
                 q.expire_seconds, q.heartbeat_seconds, q.retention_seconds, q.deletion_seconds,
                 q.policy, f.singleton_key, now(),
@@ -311,7 +312,7 @@ class FailMixin(EngineBase):
             " FOR UPDATE OF d SKIP LOCKED" if self.capabilities.skip_locked else " FOR UPDATE OF d"
         )
         pick = f"""SELECT d.name, d.id, d.data::text AS data, d.priority, q.name AS target,
-                gen_random_uuid() AS new_id, d.trace_context::text AS trace_context
+                {NEW_ID} AS new_id, d.trace_context::text AS trace_context
             FROM {s}.job d JOIN {s}.queue q ON q.name = coalesce($2::text, d.source_queue)
             WHERE d.name = $1 AND d.state IN {in_list(QUEUED)}
             ORDER BY d.created_on, d.id LIMIT $3{lock}"""

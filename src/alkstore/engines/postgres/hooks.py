@@ -95,7 +95,8 @@ class PostgresTestHooks:
     def reset(self) -> Plan[None]:
         """Return the schema to its just-installed state: drop the queues' partitions, delete
         every job, dependency and queue (their schedules and subscriptions go with them), the
-        counters and their watermark, and make the supervisor's maintenance pass due, unclaimed."""
+        counters and their watermark, make the supervisor's maintenance pass due, unclaimed,
+        and forget the processes' records."""
         s = self.s
 
         def steps() -> Steps[None]:
@@ -113,6 +114,7 @@ class PostgresTestHooks:
                 "WHERE name = $1",
                 (MAINTENANCE,),
             )
+            yield Statement(f"DELETE FROM {s}.supervisor WHERE name <> $1", (MAINTENANCE,))
 
         return self._plan("test-reset", steps)
 

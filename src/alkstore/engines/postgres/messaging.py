@@ -33,6 +33,18 @@ class MessagingMixin(SendMixin):
         """See :func:`.schedules.fire_schedules`."""
         return schedules.fire_schedules(self, now)
 
+    def pause_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :func:`.schedules.pause_schedule`."""
+        return schedules.pause_schedule(self, name, key)
+
+    def resume_schedule(self, name: str, key: str) -> Plan[bool]:
+        """See :func:`.schedules.resume_schedule`."""
+        return schedules.resume_schedule(self, name, key)
+
+    def trigger_schedule(self, name: str, key: str) -> Plan[uuid.UUID | None]:
+        """See :func:`.schedules.trigger_schedule`."""
+        return schedules.trigger_schedule(self, name, key)
+
     def subscribe_queue(self, event: str, queue: str) -> Plan[None]:
         """See :func:`.pubsub.subscribe`."""
         return pubsub.subscribe(self, event, queue)

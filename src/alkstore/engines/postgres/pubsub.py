@@ -11,6 +11,7 @@ from ...core.errors import QueueNotFound
 from ...core.options import JobOptions
 from ...core.plans import Plan
 from ...core.records import as_uuid
+from .new_ids import NEW_ID
 from .runtime import notifying
 from .send import SEND_OPTION_SQL, trace_context_texts
 
@@ -63,7 +64,7 @@ def publish(
     s = engine.s
     sql = f"""INSERT INTO {s}.job (id, name, data, {", ".join(SEND_OPTION_SQL)},
             policy, trace_context, start_after, keep_until)
-        SELECT gen_random_uuid(), q.name, $2::text::jsonb, {", ".join(values)}, q.policy, {trace},
+        SELECT {NEW_ID}, q.name, $2::text::jsonb, {", ".join(values)}, q.policy, {trace},
             sa.at,
             sa.at + {values[list(SEND_OPTION_SQL).index("retention_seconds")]}
                 * interval '1 second'

@@ -1,4 +1,5 @@
-"""The SQL of cron schedules: store, list, remove, and fire the due slots.
+"""The SQL of cron schedules: store, list, remove, pause, resume, trigger, and fire the due
+slots.
 
 Firing is one transaction per pass: read the schedules, and for each due slot move the
 schedule's ``last_slot`` forward with a conditional ``UPDATE`` (of concurrent schedulers
@@ -10,9 +11,10 @@ refuses a second job for it whatever the timing.
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from typing import TYPE_CHECKING
 
-from ...core.errors import JobConflict, QueueNotFound
+from ...core.errors import JobConflict, QueueNotFound, ScheduleNotFound
 from ...core.ids import new_id
 from ...core.options import NewJob
 from ...core.plans import Plan, Statement, Steps
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
 
 COLUMNS = (
     "name, key, cron, tz, data::text AS data, options::text AS options, missed, last_slot, "
-    "created_on, updated_on"
+    "created_on, updated_on, paused_on"
 )
 
 
@@ -59,6 +61,69 @@ def list_schedules(engine: SendMixin) -> Plan[list[Schedule]]:
     """Every schedule, by name and key."""
     sql = f"SELECT {COLUMNS} FROM {engine.s}.schedule ORDER BY name, key"
     return engine._single("schedules", sql, (), lambda rows: [Schedule.from_row(r) for r in rows])
+
+
+def _read_one(engine: SendMixin, name: str, key: str) -> Steps[tuple[Schedule, dt.datetime]]:
+    """The schedule ``(name, key)`` and the database's clock, or :class:`ScheduleNotFound`."""
+    rows = yield Statement(
+        f"SELECT {COLUMNS}, now() AS db_now FROM {engine.s}.schedule WHERE name = $1 AND key = $2",
+        (name, key),
+    )
+    if not rows:
+        raise ScheduleNotFound(name, key)
+    at = as_time(rows[0]["db_now"])
+    assert at is not None
+    return Schedule.from_row(rows[0]), at
+
+
+def pause_schedule(engine: SendMixin, name: str, key: str) -> Plan[bool]:
+    """Stop the schedule ``(name, key)`` from firing; False if it was paused already."""
+
+    def steps() -> Steps[bool]:
+        schedule, at = yield from _read_one(engine, name, key)
+        if schedule.paused_on is not None:
+            return False
+        paused = yield Statement(
+            f"""UPDATE {engine.s}.schedule SET paused_on = $3, updated_on = $3
+            WHERE name = $1 AND key = $2 AND paused_on IS NULL RETURNING name""",
+            (name, key, at),
+        )
+        return bool(paused)
+
+    return engine._plan("pause_schedule", steps, transaction=True)
+
+
+def resume_schedule(engine: SendMixin, name: str, key: str) -> Plan[bool]:
+    """Let the paused schedule ``(name, key)`` fire again from its next slot (the slots of
+    the pause count as fired: :meth:`~alkstore.core.schedules.Schedule.resumed_last_slot`);
+    False if it was not paused."""
+
+    def steps() -> Steps[bool]:
+        schedule, at = yield from _read_one(engine, name, key)
+        if schedule.paused_on is None:
+            return False
+        resumed = yield Statement(
+            f"""UPDATE {engine.s}.schedule SET paused_on = NULL, updated_on = $4,
+                last_slot = greatest(last_slot, $3)
+            WHERE name = $1 AND key = $2 AND paused_on IS NOT NULL RETURNING name""",
+            (name, key, schedule.resumed_last_slot(at), at),
+        )
+        return bool(resumed)
+
+    return engine._plan("resume_schedule", steps, transaction=True)
+
+
+def trigger_schedule(engine: SendMixin, name: str, key: str) -> Plan[uuid.UUID | None]:
+    """Send the job of the schedule ``(name, key)`` now, paused or not, without moving its
+    last slot; the job's id, or None when the queue's policy refused it."""
+
+    def steps() -> Steps[uuid.UUID | None]:
+        schedule, _at = yield from _read_one(engine, name, key)
+        job = NewJob.build(schedule.data, schedule.triggered_options(), new_id)
+        (sent,) = yield from engine.send(schedule.name, [job]).steps()
+        return sent
+
+    return engine._plan("trigger_schedule", steps, transaction=True)
 
 
 def fire_schedules(engine: SendMixin, now: dt.datetime | None) -> Plan[int]:

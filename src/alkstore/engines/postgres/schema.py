@@ -274,9 +274,17 @@ RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
 """The longest schema name a result channel spells out (a longer one is hashed)."""
 
 
-def _v7_taken(s: str, caps: Capabilities) -> list[str]:
-    """Reserved for another change of this release (renumbered when both are merged)."""
-    return []
+def _v7(s: str, caps: Capabilities) -> list[str]:
+    """Paused schedules and the worker processes' records (docs/cli.md).
+
+    ``schedule.paused_on``: since when a schedule is paused, NULL while it fires.
+    ``supervisor.info``: what a process running workers recorded of itself (host, pid,
+    queues, how many workers) in its row ``process:OWNER``; the ``maintenance`` row leaves
+    it NULL. Nullable, no default: nothing is backfilled."""
+    return [
+        f"ALTER TABLE {s}.schedule ADD COLUMN paused_on timestamptz",
+        f"ALTER TABLE {s}.supervisor ADD COLUMN info jsonb",
+    ]
 
 
 def _v8(s: str, caps: Capabilities) -> list[str]:
@@ -325,7 +333,7 @@ MIGRATIONS: dict[int, Migration] = {
     4: _v4,
     5: _v5,
     6: _v6,
-    7: _v7_taken,
+    7: _v7,
     8: _v8,
     9: _v9,
 }
