@@ -274,7 +274,44 @@ RESULT_CHANNEL_ROOM = 63 - len(RESULT_CHANNEL)
 """The longest schema name a result channel spells out (a longer one is hashed)."""
 
 
-MIGRATIONS: dict[int, Migration] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+def _v7_taken(s: str, caps: Capabilities) -> list[str]:
+    """A number another change of this round holds (renumbered when merged)."""
+    return []
+
+
+def _v8_taken(s: str, caps: Capabilities) -> list[str]:
+    """A number another change of this round holds (renumbered when merged)."""
+    return []
+
+
+def _v9_taken(s: str, caps: Capabilities) -> list[str]:
+    """A number another change of this round holds (renumbered when merged)."""
+    return []
+
+
+def _v10(s: str, caps: Capabilities) -> list[str]:
+    """No table changes: at this version sharded Citus gains the function its hot path calls
+    (``CitusDistributedEngine.after_upgrade``, :data:`CLAIM_FUNCTION_VERSION`), which only an
+    engine knowing it is on Citus can create and distribute."""
+    return []
+
+
+CLAIM_FUNCTION_VERSION = 10
+"""The version from which a sharded Citus schema has its claim function
+(:mod:`alkstore.engines.citus_calls`)."""
+
+MIGRATIONS: dict[int, Migration] = {
+    1: _v1,
+    2: _v2,
+    3: _v3,
+    4: _v4,
+    5: _v5,
+    6: _v6,
+    7: _v7_taken,
+    8: _v8_taken,
+    9: _v9_taken,
+    10: _v10,
+}
 """version -> the DDL that brings the schema from version - 1 to it."""
 
 LATEST = max(MIGRATIONS)
