@@ -126,22 +126,16 @@ class CitusDistributedEngine(CitusEngine):
         if self.emulated:
             return []
         # The worker runtime's tables (schema v2) are small and read everywhere: reference
-        # tables, made after queue, which their foreign keys point at. So are the flows'
-        # tables (schema v4): one flow's jobs span queues, hence shards.
-        reference = (
-            "queue",
-            "supervisor",
-            "schedule",
-            "subscription",
-            "job_dependency",
-            "job_blocked",
-        )
+        # tables, made after queue, which their foreign keys point at. So is the flows' edge
+        # table (schema v4): one flow's jobs span queues, hence shards.
+        reference = ("queue", "supervisor", "schedule", "subscription", "job_dependency")
         return [
             *(
                 Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.{table}",))
                 for table in reference
             ),
             Statement("SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)),
+            *_blocked_beside_job(self.s),
         ]
 
     def after_upgrade(self, installed: int, target: int) -> list[Statement]:
@@ -152,7 +146,14 @@ class CitusDistributedEngine(CitusEngine):
         is called: the conformance suite checks the same body the cluster runs."""
         if not installed < CLAIM_FUNCTION_VERSION <= target:
             return []
-        return citus_calls.install(self.s, distribute=not self.emulated)
+        moved: list[Statement] = []
+        if installed and not self.emulated:
+            # A schema installed before: its job_blocked is a reference table.
+            moved = [
+                Statement("SELECT undistribute_table($1::regclass)", (f"{self.s}.job_blocked",)),
+                *_blocked_beside_job(self.s),
+            ]
+        return [*moved, *citus_calls.install(self.s, distribute=not self.emulated)]
 
     def _claim_sql(self, kind: str, full: bool, one: bool) -> str:
         """The claim and ``complete_and_fetch`` as a call of the claim function, with the
@@ -184,6 +185,19 @@ class CitusDistributedEngine(CitusEngine):
             f"SELECT completed AS n, flow_parents FROM {self.s}.{citus_calls.CLAIM_FUNCTION}"
             "($1::text, 0, $2::uuid[], $3::int[], $4::text)"
         )
+
+
+def _blocked_beside_job(s: str) -> list[Statement]:
+    """Distribute ``job_blocked`` (one row per flow job still waiting) by queue name,
+    co-located with the job table: counting down the flow jobs of one queue then locks that
+    queue's shard only. As a reference table every such write locked its one shard on every
+    node (``lock_shard_resources``), so the flows of unrelated queues ran one at a time."""
+    return [
+        Statement(
+            "SELECT create_distributed_table($1::regclass, 'name', colocate_with := $2::text)",
+            (f"{s}.job_blocked", f"{s}.job"),
+        )
+    ]
 
 
 @attrs.frozen
