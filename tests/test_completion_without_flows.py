@@ -1,9 +1,10 @@
 """A completion pays for flows only when it completes a flow parent, on every engine.
 
 The plans are stepped by hand with the rows the server would return: no database. On
-sharded Citus the flows' statement writes ``job_blocked``, a reference table, whose shard
-lock on every node serialised every completion of the cluster (docs/engines.md); the
-statement a queue without flows runs must pass the guard's ``spread-from-one-shard`` rule.
+sharded Citus the flows' statement writes ``job_blocked`` and releases jobs of other queues,
+beyond the queue's one shard (as a reference table, its shard lock on every node serialised
+every completion of the cluster; docs/engines.md); the statement a queue without flows runs
+must pass the guard's ``spread-from-one-shard`` rule.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import pytest
 from alkstore.core.options import Policy
 from alkstore.core.targets import targets
 from alkstore.engines.citus import CitusDistributedEngine
+from alkstore.engines.citus_calls import claim_function
 from alkstore.engines.emulation import CITUS_DISTRIBUTED, EmulationRejected, citus_distributed
 from alkstore.engines.postgres.policies import keyed_claim_sql
 from alkstore.engines.postgres.sql import seconds_after
@@ -292,10 +293,10 @@ ACCEPT += [
         "mutable-subquery-across-shards",
         "UPDATE s.job j SET data = (SELECT q.data FROM s.queue q WHERE q.created_on < now())",
     ),
-    ("mutable-in-case", _ENGINE._claim_sql("fetch", True, one=False)),
+    ("mutable-in-case", _ENGINE._claim_sql("fetch", True, one=False, queue="q")),
     # the keyed claim's key walk, its UPDATE routed to the queue's shard
     ("recursive-cte-across-shards", _KEY_WALK),
-    ("stable-with-column", _ENGINE._claim_sql("fetch", True, one=False)),
+    ("stable-with-column", _ENGINE._claim_sql("fetch", True, one=False, queue="q")),
     ("stable-with-column", f"UPDATE s.job j SET state = 'x' WHERE {_SHIFTED_DEADLINE} < now()"),
     (
         "stable-with-column",
@@ -430,6 +431,22 @@ ACCEPT += [
         f"flow_ready AS (SELECT name, id FROM u) {_RELEASE}",
     ),
 ]
+
+
+# The claim function sharded Citus delegates to the queue's worker: every statement of its body
+# filters j.name = $1 (the queue argument) and reads one table (Task Count: 1 on a real
+# cluster). The pick filtered by the argument's name instead is no filter the guard can route.
+_CLAIM_FUNCTION = claim_function('"s"')
+REJECT += [
+    (
+        "row-lock-filter",
+        _CLAIM_FUNCTION.replace(
+            "WHERE j.name = $1 AND j.state IN", "WHERE j.name = q AND j.state IN"
+        ),
+        "FOR UPDATE SKIP LOCKED",
+    )
+]
+ACCEPT += [("row-lock-filter", _CLAIM_FUNCTION), ("spread-from-one-shard", _CLAIM_FUNCTION)]
 
 
 def _params(cases: list[Any]) -> list[Any]:

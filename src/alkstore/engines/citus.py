@@ -21,8 +21,11 @@ from ..core.description import EngineDescription, Gap, ServerInfo
 from ..core.errors import InvalidOptions
 from ..core.plans import Plan, Statement, Steps
 from ..core.validation import check_engine_options
+from . import citus_calls
 from .postgres import POSTGRES, PostgresEngine
 from .postgres.hooks import PostgresTestHooks
+from .postgres.schema import CLAIM_FUNCTION_VERSION
+from .postgres.sql import JOB_COLUMNS, LEAN_JOB_COLUMNS
 
 
 def _citus(server: ServerInfo) -> bool:
@@ -123,23 +126,79 @@ class CitusDistributedEngine(CitusEngine):
         if self.emulated:
             return []
         # The worker runtime's tables (schema v2) are small and read everywhere: reference
-        # tables, made after queue, which their foreign keys point at. So are the flows'
-        # tables (schema v4): one flow's jobs span queues, hence shards.
-        reference = (
-            "queue",
-            "supervisor",
-            "schedule",
-            "subscription",
-            "job_dependency",
-            "job_blocked",
-        )
+        # tables, made after queue, which their foreign keys point at. So is the flows' edge
+        # table (schema v4): one flow's jobs span queues, hence shards.
+        reference = ("queue", "supervisor", "schedule", "subscription", "job_dependency")
         return [
             *(
                 Statement("SELECT create_reference_table($1::regclass)", (f"{self.s}.{table}",))
                 for table in reference
             ),
             Statement("SELECT create_distributed_table($1::regclass, 'name')", (f"{self.s}.job",)),
+            *_blocked_beside_job(self.s),
         ]
+
+    def after_upgrade(self, installed: int, target: int) -> list[Statement]:
+        """Create the claim function (:mod:`.citus_calls`) when the schema reaches the version
+        that has it; distribute it where the job table is (a real cluster).
+
+        Emulated, the function is created all the same and runs on stock PostgreSQL where it
+        is called: the conformance suite checks the same body the cluster runs."""
+        if not installed < CLAIM_FUNCTION_VERSION <= target:
+            return []
+        moved: list[Statement] = []
+        if installed and not self.emulated:
+            # A schema installed before: its job_blocked is a reference table.
+            moved = [
+                Statement("SELECT undistribute_table($1::regclass)", (f"{self.s}.job_blocked",)),
+                *_blocked_beside_job(self.s),
+            ]
+        return [*moved, *citus_calls.install(self.s, distribute=not self.emulated)]
+
+    def _claim_sql(self, kind: str, full: bool, one: bool, queue: str) -> str:
+        """The claim and ``complete_and_fetch`` as a call of the claim function, with the
+        statements' parameters in their order (see :mod:`.citus_calls`); the same for every
+        queue (sharded Citus has no partition of a queue's own)."""
+
+        def build() -> str:
+            returned = ", ".join(
+                citus_calls.output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS)
+            )
+            if kind == "fetch":
+                limit = "1" if one else "$2::bigint"
+                args = f"$1::text, {limit}, '{{}}', '{{}}', NULL"
+            else:
+                args = (
+                    "$1::text, 1, $2::uuid[], $3::int[], $4::text"
+                    if one
+                    else "$1::text, $2::bigint, $3::uuid[], $4::int[], $5::text"
+                )
+            return citus_calls.claim_call(self.s, returned, args)
+
+        return self.built_once(("claim", kind, full, one), build)
+
+    def _unflowed_completing(self, include_queued: bool) -> str:
+        """``complete`` as a call of the claim function claiming nothing (a completion that
+        includes queued jobs keeps the statement)."""
+        if include_queued:
+            return super()._unflowed_completing(include_queued)
+        return (
+            f"SELECT completed AS n, flow_parents FROM {self.s}.{citus_calls.CLAIM_FUNCTION}"
+            "($1::text, 0, $2::uuid[], $3::int[], $4::text)"
+        )
+
+
+def _blocked_beside_job(s: str) -> list[Statement]:
+    """Distribute ``job_blocked`` (one row per flow job still waiting) by queue name,
+    co-located with the job table: counting down the flow jobs of one queue then locks that
+    queue's shard only. As a reference table every such write locked its one shard on every
+    node (``lock_shard_resources``), so the flows of unrelated queues ran one at a time."""
+    return [
+        Statement(
+            "SELECT create_distributed_table($1::regclass, 'name', colocate_with := $2::text)",
+            (f"{s}.job_blocked", f"{s}.job"),
+        )
+    ]
 
 
 @attrs.frozen

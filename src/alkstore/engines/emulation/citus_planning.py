@@ -152,6 +152,13 @@ def _spread_from_one_shard(
       ``snooze``'s UPDATE with the same kind of sub-SELECT: 32 tasks, with ``o.name = $1``: 1;
       ``resume`` and ``retry`` (their policy check reads the key's other jobs so): a subplan
       of 32 tasks and three of 1, with ``o.name = $1``: one task in all.
+    - accepted, one task: the call of the claim function (``SELECT … FROM claim_next($1, …)``,
+      :mod:`alkstore.engines.citus_calls`): ``Task Count: 1``, a ``Function Scan on
+      claim_next`` on the worker holding the queue's shard (DEBUG: "pushing down the function
+      call"); its ``CREATE FUNCTION`` is checked as one text, each statement of the body with
+      ``j.name = $1`` (the queue argument) and one table; expiry of a queue (``j.name = $1``
+      per queue): ``Task Count: 1`` for every part, where the names bound as an array ran its
+      UPDATEs on all 32 shards (its find reads every shard: maintenance across queues).
     """
     filters = _equality_filter(column)
     writes = re.compile(

@@ -329,15 +329,16 @@ def citus_distributed(
         "schedule",
         "subscription",
         "job_dependency",
-        "job_blocked",
     ),
     feature: tuple[str, ...] = ("job_dependency", "job_blocked"),
+    colocated: tuple[str, ...] = ("job_blocked",),
 ) -> Profile:
-    """Citus with ``table`` distributed by ``column`` and ``reference`` tables replicated
-    to every node (alkstore: ``job`` by queue ``name``, ``queue`` a reference table);
+    """Citus with ``table`` distributed by ``column``, ``colocated`` tables distributed by
+    the same column beside it, and ``reference`` tables replicated to every node (alkstore:
+    ``job`` and the flows' ``job_blocked`` by queue ``name``, ``queue`` a reference table);
     ``feature`` names the tables of a feature whose own statements may spread beyond one
     shard (alkstore: the flows')."""
-    citus_tables = frozenset({table, *reference})
+    citus_tables = frozenset({table, *reference, *colocated})
     return Profile(
         "citus-distributed",
         (

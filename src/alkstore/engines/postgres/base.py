@@ -61,6 +61,12 @@ class EngineBase:
         """Statements run right after a fresh install, in the same transaction."""
         return []
 
+    def after_upgrade(self, installed: int, target: int) -> Iterable[Statement]:
+        """Statements run right after the migrations that brought a schema from version
+        ``installed`` (0: nothing, after :meth:`after_install`) to ``target``, in the same
+        transaction."""
+        return []
+
     @functools.cached_property
     def _built_sql(self) -> dict[tuple[Any, ...], str]:
         return {}

@@ -495,7 +495,9 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             rows = yield Statement(sql, params)
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["flow_parents"]):
-                completed = yield from self.flow_complete(completion, False)
+                # Plus what the statement completed: nothing (a flow parent stops it whole),
+                # or on sharded Citus the targets that were not flow parents.
+                completed += yield from self.flow_complete(completion, False)
                 rows = yield self._plain_claim(queue, batch_size, full)
             jobs = yield from self._claimed_jobs(queue, rows, full)
             return Handoff(completed, jobs)

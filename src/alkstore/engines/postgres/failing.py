@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 from typing import Any
@@ -142,28 +143,32 @@ class FailMixin(EngineBase):
 
         The overdue attempts are found first, then failed as targets (a jitter each), fenced
         to the attempt found and with the deadline checked again: one that finished or sent a
-        heartbeat in between is left alone.
+        heartbeat in between is left alone. One statement per queue, all in one transaction:
+        each filters ``j.name = $1``, so sharded Citus routes it to the queue's one shard
+        (with the names bound as an array, every expiry ran on all 32 shards).
         """
         due = f"{deadline} < now()"
         overdue = f"j.state IN {accepted(Operation.EXPIRE)} AND {due}"
-        find = Statement(f"SELECT j.name, j.id, j.retry_count FROM {self.s}.job j WHERE {overdue}")
-        source = (
-            "unnest($1::text[], $2::uuid[], $3::int[], $4::float8[]) "
-            "AS t(name, id, retry_count, jitter)"
+        find = Statement(
+            f"SELECT j.name, j.id, j.retry_count FROM {self.s}.job j WHERE {overdue} "
+            "ORDER BY j.name"
         )
+        source = "unnest($2::uuid[], $3::int[], $4::float8[]) AS t(id, retry_count, jitter)"
         where = (
-            f"j.name = t.name AND j.id = t.id AND j.retry_count = t.retry_count "
+            f"j.name = $1 AND j.id = t.id AND j.retry_count = t.retry_count "
             f"AND {targeted_state(Operation.EXPIRE)} AND {due}"
         )
+        entry = attempt_error_json(output_json)
 
         def steps() -> Steps[int]:
             rows = yield find
-            if not rows:
-                return 0
-            found = columns(rows, ("name", "id", "retry_count"))
-            params = (*found, jitters(len(rows)), output_json, attempt_error_json(output_json))
-            # Names are bound as an array (expiry spans queues): no constant routes it.
-            return (yield from self._fail_steps(source, where, "$5", "j.name", params))
+            total = 0
+            for queue, overdue_rows in itertools.groupby(rows, key=lambda r: r["name"]):
+                of_queue = list(overdue_rows)
+                ids, counts = columns(of_queue, ("id", "retry_count"))
+                params = (queue, ids, counts, jitters(len(of_queue)), output_json, entry)
+                total += yield from self._fail_steps(source, where, "$5", "$1", params)
+            return total
 
         return self._plan(name, steps, transaction=True)
 

@@ -77,6 +77,8 @@ class SchemaMixin(EngineBase):
                     yield Statement(ddl)
             if current is None:
                 yield from each(self.after_install())
+            yield from each(self.after_upgrade(current or 0, target))
+            if current is None:
                 yield Statement(f"INSERT INTO {s}.version (version) VALUES ($1)", (target,))
             elif target > current:
                 yield Statement(f"UPDATE {s}.version SET version = $1", (target,))

@@ -36,11 +36,13 @@ from .base import EngineBase
 from .schema import in_list
 from .sql import RETURNED_JOB_COLUMNS, seconds_after
 
-PLAIN_GATE = (
-    "EXISTS (SELECT 1 FROM {s}.queue pq WHERE pq.name = $1 AND NOT pq.paused "
-    "AND pq.concurrency_limit IS NULL "
-    "AND pq.policy NOT IN ('singleton', 'stately', 'key_strict_fifo'))"
+PLAIN_QUEUE = (
+    "NOT pq.paused AND pq.concurrency_limit IS NULL "
+    "AND pq.policy NOT IN ('singleton', 'stately', 'key_strict_fifo')"
 )
+"""The condition on a queue row ``pq`` under which the plain claim may run for its queue."""
+
+PLAIN_GATE = "EXISTS (SELECT 1 FROM {s}.queue pq WHERE pq.name = $1 AND " + PLAIN_QUEUE + ")"
 """The condition under which the plain claim may run for queue ``$1`` (format with ``s``)."""
 
 QUEUE_RULES = "SELECT policy, paused, concurrency_limit, partition FROM {s}.queue WHERE name = $1"

@@ -200,8 +200,10 @@ def _v4(s: str, caps: Capabilities) -> list[str]:
     edge of a flow (child ``name``/``id`` waits for ``parent_name``/``parent_id``) and
     ``job_blocked`` one row per child still waiting: how many parents have not completed and
     the start delay it keeps until then (the blocked job itself waits with ``start_after =
-    'infinity'``, which no claim, index scan or retention pass reaches). Both span queues, so
-    on sharded Citus they are reference tables (see ``CitusDistributedEngine.after_install``).
+    'infinity'``, which no claim, index scan or retention pass reaches). On sharded Citus
+    ``job_dependency`` (one flow's edges span queues) is a reference table and ``job_blocked``
+    is distributed by the waiting job's queue beside the job table (see
+    ``CitusDistributedEngine.after_install``).
     """
     return [
         f"""ALTER TABLE {s}.job ADD COLUMN source_root_id uuid,
@@ -326,6 +328,19 @@ def _v9(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
+def _v10(s: str, caps: Capabilities) -> list[str]:
+    """No table changes: at this version sharded Citus gains the function its hot path calls
+    and distributes ``job_blocked`` beside the job table instead of as a reference table
+    (``CitusDistributedEngine.after_upgrade``, :data:`CLAIM_FUNCTION_VERSION`), which only an
+    engine knowing it is on Citus can do."""
+    return []
+
+
+CLAIM_FUNCTION_VERSION = 10
+"""The version from which a sharded Citus schema has its claim function
+(:mod:`alkstore.engines.citus_calls`)."""
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1,
     2: _v2,
@@ -336,6 +351,7 @@ MIGRATIONS: dict[int, Migration] = {
     7: _v7,
     8: _v8,
     9: _v9,
+    10: _v10,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 

@@ -170,9 +170,12 @@ class SettleMixin(EngineBase):
 
         def steps() -> Steps[int]:
             rows = yield Statement(sql, params)
+            completed = as_int(rows[0]["n"])
             if as_int(rows[0]["flow_parents"]):
-                return (yield from self.flow_complete(params, include_queued))
-            return as_int(rows[0]["n"])
+                # Plus what the statement completed: nothing (a flow parent stops it whole),
+                # or on sharded Citus the targets that were not flow parents.
+                completed += yield from self.flow_complete(params, include_queued)
+            return completed
 
         return self._plan("complete", steps)
 

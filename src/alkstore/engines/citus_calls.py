@@ -1,0 +1,185 @@
+"""The hot path of sharded Citus as one function call the coordinator delegates.
+
+Sent to the coordinator as a statement, ``complete_and_fetch`` of one job was planned there
+on every call (a router plan of CTEs cannot be kept as a generic plan: "could not create
+distributed plan"), deparsed for the worker and planned again there: 1,483 µs of coordinator
+CPU a job against 437 on stock PostgreSQL (docs/benchmarks.md, "Citus"). Here the same work is
+:func:`claim_function`, a PL/pgSQL function distributed by its queue argument and co-located
+with the job table (``create_distributed_function``): the coordinator forwards
+``SELECT ... FROM claim_next($1, ...)`` to the worker holding the queue's shard in one round
+trip ("pushing down the function call"), and there each statement of the body is a fast-path
+router query of one table (``j.name = $1``: the function's queue argument) run locally.
+
+Delegation happens for a call outside a transaction block (Citus's condition without
+``force_delegation``); inside one, or on stock PostgreSQL behind the emulation guard, the same
+function runs where it is called, with the same effect.
+"""
+
+from __future__ import annotations
+
+from ..core.plans import Statement
+from ..core.states import Operation
+from .postgres.policies import PLAIN_QUEUE
+from .postgres.sql import (
+    JOB_COLUMNS,
+    RETURNED_JOB_COLUMNS,
+    accepted,
+    seconds_after,
+    targeted_state,
+)
+
+CLAIM_FUNCTION = "claim_next"
+"""The function's name in the job schema."""
+
+CLAIM_SIGNATURE = "(text, bigint, uuid[], int[], text)"
+"""Its argument types: queue, claim limit, target ids, their retry counts, output JSON."""
+
+# The job table's types of the columns JOB_COLUMNS returns uncast (the cast ones are text).
+_TYPES = {
+    "id": "uuid",
+    "name": "text",
+    "state": "text",
+    "priority": "int",
+    "retry_count": "int",
+    "retry_limit": "int",
+    "retry_delay": "int",
+    "retry_backoff": "bool",
+    "retry_delay_max": "int",
+    "expire_seconds": "int",
+    "heartbeat_seconds": "int",
+    "retention_seconds": "int",
+    "deletion_seconds": "int",
+    "singleton_key": "text",
+    "group_id": "text",
+    "group_tier": "text",
+    "start_after": "timestamptz",
+    "created_on": "timestamptz",
+    "started_on": "timestamptz",
+    "completed_on": "timestamptz",
+    "heartbeat_on": "timestamptz",
+    "keep_until": "timestamptz",
+    "source_queue": "text",
+    "source_id": "uuid",
+    "source_retry_count": "int",
+    "source_root_id": "uuid",
+    "source_created_on": "timestamptz",
+    "dead_letter": "text",
+}
+
+
+def output_names(columns: str) -> list[str]:
+    """The output names of a column list such as :data:`JOB_COLUMNS`."""
+    return [item.strip().rpartition(" AS ")[2] for item in columns.split(",")]
+
+
+def _job_columns() -> list[tuple[str, str]]:
+    """(name, type) of each column of :data:`JOB_COLUMNS`, as the function returns them."""
+    return [
+        (name, "text" if f"::text AS {name}" in JOB_COLUMNS else _TYPES[name])
+        for name in output_names(JOB_COLUMNS)
+    ]
+
+
+COUNTS = ("completed", "flow_parents", "picked")
+"""The counts heading every row the function returns, as the statements they replace return
+them: jobs completed, targets left alone because flow jobs wait for them, jobs claimed."""
+
+
+def claim_function(s: str) -> str:
+    """``CREATE OR REPLACE FUNCTION`` of the claim in schema ``s``: complete the targets ``ids``
+    (fenced by ``rcs``, output ``out_json``) and claim up to ``lim`` jobs of queue ``q``.
+
+    Each row is the three :data:`COUNTS` and a claimed job (:data:`JOB_COLUMNS`), or, when
+    nothing is claimed, one row of counts and NULLs. Targets that flow jobs wait for are not
+    completed (``flow_parents`` counts them) and then nothing is claimed: the caller completes
+    them with the release of their flow jobs and claims after that, as with the statement.
+    The others are completed in this call's transaction.
+
+    Every statement filters ``j.name = $1`` and reads one table (the fence is one ``id:count``
+    key per target instead of a join to the target list), which Citus plans on its fast path.
+    """
+    typed = ", ".join(f"{name} {kind}" for name, kind in _job_columns())
+    nulls = ", ".join(f"NULL::{kind}" for _name, kind in _job_columns())
+    completable = targeted_state(Operation.COMPLETE)
+    fence = "(j.id = ANY(unfenced) OR (j.id::text || ':' || j.retry_count) = ANY(fenced))"
+    heartbeat = seconds_after("now()", "0 * j.heartbeat_seconds")
+    queued = accepted(Operation.FETCH)
+    return f"""CREATE OR REPLACE FUNCTION {s}.{CLAIM_FUNCTION}(
+        q text, lim bigint, ids uuid[], rcs int[], out_json text)
+    RETURNS TABLE (completed bigint, flow_parents bigint, picked bigint, {typed})
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+      n_done bigint := 0;
+      n_parents bigint := 0;
+      fenced text[] := '{{}}';
+      unfenced uuid[] := '{{}}';
+      chosen uuid[] := '{{}}';
+      v uuid;
+    BEGIN
+      IF cardinality(ids) > 0 THEN
+        FOR k IN 1 .. cardinality(ids) LOOP
+          IF rcs[k] IS NULL THEN
+            unfenced := unfenced || ids[k];
+          ELSE
+            fenced := fenced || (ids[k]::text || ':' || rcs[k]);
+          END IF;
+        END LOOP;
+        UPDATE {s}.job j SET state = 'completed', completed_on = now(),
+            output = out_json::jsonb
+          WHERE j.name = $1 AND j.id = ANY(ids) AND {completable}
+            AND j.flow_parent IS NOT TRUE AND {fence};
+        GET DIAGNOSTICS n_done = ROW_COUNT;
+        IF n_done < cardinality(ids) THEN
+          SELECT count(*) INTO n_parents FROM {s}.job j
+            WHERE j.name = $1 AND j.id = ANY(ids) AND {completable} AND j.flow_parent
+              AND {fence};
+        END IF;
+      END IF;
+      IF n_parents = 0 AND lim > 0 THEN
+        PERFORM FROM {s}.queue pq WHERE pq.name = $1 AND {PLAIN_QUEUE};
+        IF FOUND THEN
+          FOR v IN SELECT j.id FROM {s}.job j
+              WHERE j.name = $1 AND j.state IN {queued} AND j.start_after <= now()
+              ORDER BY j.priority DESC, j.created_on, j.id LIMIT lim FOR UPDATE SKIP LOCKED
+          LOOP
+            chosen := chosen || v;
+          END LOOP;
+        END IF;
+      END IF;
+      IF cardinality(chosen) = 0 THEN
+        RETURN QUERY SELECT n_done, n_parents, 0::bigint, {nulls};
+        RETURN;
+      END IF;
+      RETURN QUERY UPDATE {s}.job j SET state = 'active', started_on = now(),
+          heartbeat_on = {heartbeat},
+          retry_count = CASE WHEN j.started_on IS NULL THEN j.retry_count
+                             ELSE j.retry_count + 1 END
+        WHERE j.name = $1 AND j.id = ANY(chosen)
+        RETURNING n_done, n_parents, cardinality(chosen)::bigint, {RETURNED_JOB_COLUMNS};
+    END
+    $fn$"""
+
+
+def install(s: str, *, distribute: bool) -> list[Statement]:
+    """The statements creating the claim function in schema ``s`` and, with ``distribute``
+    (a real cluster, its job table distributed), distributing it by the queue argument,
+    co-located with the job table."""
+    statements = [Statement(claim_function(s))]
+    if distribute:
+        statements.append(
+            Statement(
+                "SELECT create_distributed_function($1::text::regprocedure, 'q', "
+                "colocate_with := $2::text)",
+                (f"{s}.{CLAIM_FUNCTION}{CLAIM_SIGNATURE}", f"{s}.job"),
+            )
+        )
+    return statements
+
+
+def claim_call(s: str, returned: str, args: str) -> str:
+    """The call of the claim in schema ``s`` with ``args`` (SQL of the five arguments),
+    returning the counts and the columns ``returned`` (names of :data:`JOB_COLUMNS`).
+
+    One function in FROM and nothing else, no WHERE: the form Citus delegates."""
+    return f"SELECT {', '.join(COUNTS)}, {returned} FROM {s}.{CLAIM_FUNCTION}({args})"
