@@ -50,6 +50,9 @@ PROCESS_RECORD = 10.0
 LISTEN_RETRY = 1.0
 """Seconds, at most, before a lost or failed listener connects again: it tries at once
 (a jittered backoff from a few ms, :mod:`.backoff`), and polling covers the gap."""
+SUPERVISOR_STOP = 30.0
+"""Seconds the last supervised worker's stop waits for the supervisor to finish its pass
+and remove the process's record."""
 
 
 def owner_name() -> str:
@@ -205,7 +208,7 @@ class StoreRuntime(_Base):
                 self._listener = None
         if last and thread is not None:
             self._quit.set()
-            thread.join(timeout=30)
+            thread.join(timeout=SUPERVISOR_STOP)
         if listener is not None:
             self._unlisten.set()
             listener.join(timeout=30)
@@ -281,6 +284,7 @@ class AsyncStoreRuntime(_Base):
         super().__init__()
         self._store = store
         self._supervisor: asyncio.Task[None] | None = None
+        self._quit = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
 
     def attach(self, worker: AsyncWorker) -> None:
@@ -292,7 +296,8 @@ class AsyncStoreRuntime(_Base):
         if target is not None and self._listener is None:
             self._listener = asyncio.get_running_loop().create_task(self._listen(*target))
         if worker.options.maintenance and self._supervisor is None:
-            self._supervisor = asyncio.get_running_loop().create_task(self._supervise())
+            self._quit = asyncio.Event()
+            self._supervisor = asyncio.get_running_loop().create_task(self._supervise(self._quit))
 
     async def detach(self, worker: AsyncWorker) -> None:
         """Forget a stopped worker; the supervisor stops with the last that wanted it."""
@@ -303,9 +308,11 @@ class AsyncStoreRuntime(_Base):
         task = self._supervisor
         if last and task is not None:
             self._supervisor = None
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # Asked to quit between passes rather than cancelled: a cancelled query can leave
+            # the connection unusable for the process record's removal that follows.
+            self._quit.set()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(task, SUPERVISOR_STOP)
         listener = self._listener
         if listener is not None and not self._workers:
             self._listener = None
@@ -347,7 +354,7 @@ class AsyncStoreRuntime(_Base):
         for worker in workers:
             await worker.stop()
 
-    async def _supervise(self) -> None:
+    async def _supervise(self, stop: asyncio.Event) -> None:
         ops = Operations(self._store.engine)
         next_record = 0.0
         try:
@@ -355,9 +362,11 @@ class AsyncStoreRuntime(_Base):
                 if time.monotonic() >= next_record:  # the process's record (alkstore workers)
                     next_record = time.monotonic() + PROCESS_RECORD
                     await self._guarded(self._store._run(self._record(ops)))
-                await asyncio.sleep(self._interval())
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), self._interval())
+                    break
                 await self._guarded(self.run_pass())
-        finally:  # cancelled: the last supervised worker stopped
+        finally:  # the last supervised worker stopped (or the task was cancelled)
             await self._guarded(self._store._run(ops.forget_process(self.owner)))
 
     async def _guarded(self, call: Awaitable[Any]) -> None:
