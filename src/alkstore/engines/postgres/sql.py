@@ -146,8 +146,8 @@ def targets_sql(first: int, *, jitter: bool = False) -> str:
     count the targets as one row (a tenth of its ten). Without statistics of the job table
     it takes ``name = $1`` for a handful of rows, and for ten targets it walked all the
     queue's rows in ``job_pkey`` (and under a held transaction all their dead versions)
-    rather than look ten up; for one target the lookup is cheaper in every plan
-    (docs/benchmarks.md, "Settling planned without statistics")."""
+    rather than look ten up; for one target the lookup costs less than reading any table
+    of more than a page or so (docs/benchmarks.md, "Settling planned without statistics")."""
     arrays = f"(SELECT ${first}::uuid[]), (SELECT ${first + 1}::int[])"
     names = "id, retry_count"
     if jitter:
