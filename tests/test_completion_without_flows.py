@@ -24,7 +24,7 @@ from alkstore.engines.postgres import PostgresEngine
 
 ENGINES = [PostgresEngine, CitusDistributedEngine, CockroachDBEngine]
 FLOW_TABLES = ("job_blocked", "job_dependency")
-RULES = [{"policy": "standard", "paused": False, "concurrency_limit": None}]
+RULES = [{"policy": "standard", "paused": False, "concurrency_limit": None, "partition": False}]
 """The queue row an empty claim reads (to tell "no jobs" from "no such queue")."""
 
 
