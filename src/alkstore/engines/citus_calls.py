@@ -97,6 +97,14 @@ def claim_function(s: str) -> str:
 
     Every statement filters ``j.name = $1`` and reads one table (the fence is one ``id:count``
     key per target instead of a join to the target list), which Citus plans on its fast path.
+
+    The function plans its statements afresh at each call (``plan_cache_mode =
+    force_custom_plan``). Run locally on the worker with a generic plan kept across calls,
+    Citus 13.2 re-plans the shard query at every execution anyway and keeps each plan in the
+    generic plan's memory (its local plan cache misses a plan whose shard is pruned at
+    execution: https://github.com/citusdata/citus/pull/8824): the worker's backend grew by
+    about 160 kB per claim, 1.2 GB in 20 s of one client. Custom plans are freed after each
+    call, for about 7 % more of the worker's CPU per call (docs/benchmarks.md, "Citus").
     """
     typed = ", ".join(f"{name} {kind}" for name, kind in _job_columns())
     nulls = ", ".join(f"NULL::{kind}" for _name, kind in _job_columns())
@@ -107,7 +115,7 @@ def claim_function(s: str) -> str:
     return f"""CREATE OR REPLACE FUNCTION {s}.{CLAIM_FUNCTION}(
         q text, lim bigint, ids uuid[], rcs int[], out_json text)
     RETURNS TABLE (completed bigint, flow_parents bigint, picked bigint, {typed})
-    LANGUAGE plpgsql AS $fn$
+    LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $fn$
     #variable_conflict use_column
     DECLARE
       n_done bigint := 0;
