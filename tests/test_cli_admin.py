@@ -513,6 +513,12 @@ def test_purge_asks_on_a_terminal_and_needs_yes_when_piped(
     assert store.list_jobs("q") == [] and err == "" and len(ids) == 4
     process = _piped("purge", "q", "--state", "done", "--yes", *where)
     assert process.communicate(timeout=60)[1].startswith("alkstore purge: --state 'done': job")
+    # Refused even with nothing to delete, where the store is never asked.
+    process = _piped("purge", "q", "--state", "failed", "--batch-size", "0", "--yes", *where)
+    assert (
+        process.communicate(timeout=60)[1] == "alkstore purge: --batch-size 0: must be at least 1\n"
+    )
+    assert process.returncode != 0
 
 
 def test_create_and_update_a_queue_with_options(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -67,6 +68,22 @@ def test_pages_carry_a_no_script_policy_and_unknown_things_are_404(
         assert client.get("/queues/emails/jobs/not-an-id").status_code == 400
         missing = "/queues/emails/jobs/00000000-0000-0000-0000-000000000000"
         assert client.get(missing).status_code == 404
+
+
+def test_the_auto_refresh_never_points_at_another_site(
+    installed: alkstore.Store, pg_dsn: str, schema_name: str
+) -> None:
+    settings = DashboardSettings(dsn=pg_dsn, schema=schema_name)
+    with serve(settings) as url:
+        # Sent as is (an HTTP client would read "//evil.example" as a host): a refresh URL
+        # made of this path would be a link to the host it names.
+        host, port = url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=20) as sock:
+            sock.sendall(b"GET //evil.example/?refresh=5 HTTP/1.1\r\nHost: x\r\n")
+            sock.sendall(b"Connection: close\r\n\r\n")
+            answer = b"".join(iter(lambda: sock.recv(65536), b"")).decode()
+        assert 'content="5; url=/evil.example/?refresh=5"' in answer
+        assert "//evil.example" not in answer
 
 
 def test_the_job_page_shows_the_attempt_history(

@@ -319,15 +319,15 @@ class Operations:
         """See :meth:`alkstore.Store.worker_processes`."""
         return operator_plans(self.engine).list_processes()
 
-    def purge_jobs(
+    def purge_batch(
         self, queue: str, states: Iterable[JobState | str], batch_size: int
     ) -> Plan[int]:
-        """See :meth:`alkstore.Store.purge_jobs`."""
+        """One batch of :meth:`alkstore.Store.purge_jobs`: how many it deleted."""
         wanted = frozenset(_job_states(states))
         if not wanted:  # never "every state" by omission
             raise InvalidOptions("states", states, "name at least one state to purge")
         name, size = check_queue_name(queue), _positive("batch_size", batch_size)
-        return operator_plans(self.engine).purge_jobs(name, wanted, size)
+        return operator_plans(self.engine).purge_batch(name, wanted, size)
 
     def search_jobs(self, queue: str, search: JobSearch) -> Plan[JobPage]:
         """See :meth:`alkstore.Store.search_jobs`."""

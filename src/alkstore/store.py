@@ -299,9 +299,14 @@ class Store:
     ) -> int:
         """Delete every job of ``queue`` in ``states`` (at least one; ``active`` ones only if
         named: their workers' settles then find nothing), ``batch_size`` rows per statement,
-        each batch committed on its own; returns how many were deleted. A job that leaves
-        the states meanwhile (fetched, settled) is kept."""
-        return int(self._run(self._ops.purge_jobs(queue, states, batch_size)))
+        each batch committed on its own, until one deletes nothing; returns how many were
+        deleted. A job that leaves the states meanwhile (fetched, settled) is kept. The
+        deleted jobs' events are counted first (docs/dashboard.md, "Counters")."""
+        plan = self._ops.purge_batch(queue, states, batch_size)
+        total = 0
+        while deleted := int(self._run(plan)):
+            total += deleted
+        return total
 
     def touch(self, queue: str, ids: Ids) -> int:
         """Heartbeat active jobs."""
@@ -813,7 +818,11 @@ class AsyncStore:
         self, queue: str, states: Iterable[JobState | str], *, batch_size: int = 10_000
     ) -> int:
         """See :meth:`Store.purge_jobs`."""
-        return int(await self._run(self._ops.purge_jobs(queue, states, batch_size)))
+        plan = self._ops.purge_batch(queue, states, batch_size)
+        total = 0
+        while deleted := int(await self._run(plan)):
+            total += deleted
+        return total
 
     async def touch(self, queue: str, ids: Ids) -> int:
         """See :meth:`Store.touch`."""

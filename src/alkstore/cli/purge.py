@@ -47,6 +47,8 @@ def _states(given: list[str]) -> list[alkstore.JobState]:
 
 def _purge(args: argparse.Namespace) -> int:
     states = _states(args.state)
+    if args.batch_size < 1:  # before the prompt, and even when nothing matches
+        raise CliError(f"--batch-size {args.batch_size}: must be at least 1")
     listed = ",".join(states)
     with open_store(args) as store:
         counts = store.queue_stats(args.queue).counts  # an unknown queue: QueueNotFound

@@ -358,13 +358,14 @@ def messaging_plans(engine: Engine) -> MessagingPlans:
 
 @runtime_checkable
 class OperatorPlans(Protocol):
-    """The plans of the operator's tools (``purge_jobs``, the worker processes' records of
+    """The plans of the operator's tools (``purge_jobs``' batches, the worker processes' records of
     ``alkstore workers``): optional, and :func:`operator_plans` refuses them by name."""
 
-    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
-        """Delete the jobs of ``queue`` in ``states``, at most ``batch_size`` per statement
-        (each committed on its own, re-checking the state); how many
-        (:class:`~.errors.QueueNotFound` for an unknown queue)."""
+    def purge_batch(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """Delete at most ``batch_size`` jobs of ``queue`` in ``states`` in one transaction,
+        re-checking their state, and count their events (docs/dashboard.md, "Counters");
+        how many (:class:`~.errors.QueueNotFound` for an unknown queue). ``purge_jobs``
+        runs batches until one deletes nothing."""
         ...
 
     def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:

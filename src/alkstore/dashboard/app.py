@@ -519,7 +519,9 @@ def _refresh(request: Request) -> dict[str, Any]:
 
     def url(refresh: int | None) -> str:
         query = urlencode(params + ([("refresh", str(refresh))] if refresh else []))
-        return request.url.path + (f"?{query}" if query else "")
+        # One leading slash: "//host/..." would be a link to another site.
+        path = "/" + request.url.path.lstrip("/")
+        return path + (f"?{query}" if query else "")
 
     links = [("off", url(None), seconds is None)] + [
         (f"{s}s", url(s), seconds == s) for s in REFRESH_SECONDS

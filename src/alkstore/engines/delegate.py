@@ -273,9 +273,9 @@ class DelegatingEngine:
         return self.inner.publish_event(event, data_json, options)
 
     # the operator's plans (alkstore.core.contracts.OperatorPlans)
-    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
-        """See :meth:`alkstore.core.contracts.OperatorPlans.purge_jobs`."""
-        return self.inner.purge_jobs(queue, states, batch_size)
+    def purge_batch(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """See :meth:`alkstore.core.contracts.OperatorPlans.purge_batch`."""
+        return self.inner.purge_batch(queue, states, batch_size)
 
     def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
         """See :meth:`alkstore.core.contracts.OperatorPlans.record_process`."""

@@ -57,6 +57,16 @@ def test_jobs_deleted_before_a_pass_are_counted(alkstore_store):
     assert alkstore_store.counters().queues == {"q": QueueCounters(sent=1, completed=1)}
 
 
+def test_purged_jobs_are_counted(alkstore_store):
+    alkstore_store.create_queue("q")
+    alkstore_store.send_many("q", [{"data": {"n": n}} for n in range(5)])
+    for job in alkstore_store.fetch("q", batch_size=5):
+        alkstore_store.complete("q", job.id)
+    assert alkstore_store.purge_jobs("q", ["completed"], batch_size=2) == 5
+    alkstore_store.maintain()
+    assert alkstore_store.counters().queues == {"q": QueueCounters(sent=5, completed=5)}
+
+
 def test_a_pass_may_leave_counters_that_are_recent_enough(alkstore_store):
     alkstore_store.create_queue("q")
     alkstore_store.send("q", None)

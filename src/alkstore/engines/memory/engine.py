@@ -300,16 +300,16 @@ class MemoryEngine(MemoryMessaging):
         """Delete jobs in any state."""
         return self._model("delete_jobs", lambda m: m.delete_jobs(queue, targets))
 
-    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
-        """Delete the jobs of ``queue`` in ``states`` (at once: nothing waits on a lock)."""
+    def purge_batch(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """Delete at most ``batch_size`` jobs of ``queue`` in ``states``; how many."""
 
         def purge(m: Model) -> int:
             if queue not in m.queues:
                 raise QueueNotFound(queue)
             doomed = [j.id for j in m.jobs.values() if j.queue == queue and j.state in states]
-            return m.delete_jobs(queue, doomed)
+            return m.delete_jobs(queue, doomed[:batch_size])
 
-        return self._model("purge_jobs", purge)
+        return self._model("purge_batch", purge)
 
     def get_job(self, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
         """One job, or None."""

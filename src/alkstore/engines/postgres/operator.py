@@ -11,11 +11,11 @@ from .base import EngineBase
 
 
 class OperatorMixin(EngineBase):
-    """``purge_jobs`` and the worker processes' records."""
+    """``purge_jobs``' batches and the worker processes' records."""
 
-    def purge_jobs(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
-        """See :func:`.purge.purge_jobs`."""
-        return purge.purge_jobs(self, queue, states, batch_size)
+    def purge_batch(self, queue: str, states: frozenset[JobState], batch_size: int) -> Plan[int]:
+        """See :func:`.purge.purge_batch`."""
+        return purge.purge_batch(self, queue, states, batch_size)
 
     def record_process(self, owner: str, ttl: float, info_json: str) -> Plan[None]:
         """See :func:`.processes.record_process`."""

@@ -144,6 +144,7 @@ def fire_schedules(engine: SendMixin, now: dt.datetime | None) -> Plan[int]:
             taken = yield Statement(
                 f"""UPDATE {s}.schedule SET last_slot = $3
                 WHERE name = $1 AND key = $2 AND (last_slot IS NULL OR last_slot < $3)
+                  AND paused_on IS NULL
                 RETURNING name""",
                 (schedule.name, schedule.key, slot),
             )
