@@ -115,7 +115,7 @@ class FailMixin(EngineBase):
             f"j.name = $1 AND j.state IN {accepted(Operation.FAIL)} AND {fence()} "
             "AND (t.retry_count IS NULL OR j.state = 'active')"
         )
-        source = targets_sql(2, jitter=True)
+        source = "unnest($2::uuid[], $3::int[], $4::float8[]) AS t(id, retry_count, jitter)"
         entry = attempt_error_json(output_json)
         params = (queue, *target_params(targets), jitters(len(targets.ids)), output_json, entry)
         return self._plan(

@@ -130,33 +130,16 @@ def fence(alias: str = "t") -> str:
     )
 
 
-def targets_sql(first: int, *, jitter: bool = False) -> str:
-    """The targets ``t``: the ``unnest`` of the two arrays bound at ``$first`` and
-    ``$first+1`` (``id``, ``retry_count``); with ``jitter``, also of the ``float8`` array at
-    ``$first+2`` (``jitter``).
+def targets_sql(first: int) -> str:
+    """``unnest`` of the two target arrays bound at ``$first`` and ``$first+1``.
 
     Each array is read through a subquery, so that no plan sees how many targets there
     are: a plan made for the values (one target) was costed below the generic plan (which
     assumes ten), so PostgreSQL planned a one-job completion anew on every call, 1 ms of
     server CPU against its 0.2 ms execution. Every plan is the lookup of each target by
     primary key (docs/benchmarks.md, "Settling by primary key"); as for the claim, the
-    generic plan is kept only while the job table has no partition but the default one.
-
-    The ``LIMIT`` (all of them) is there for the planner: a limit it cannot see makes it
-    count the targets as one row (a tenth of its ten). Without statistics of the job table
-    it takes ``name = $1`` for a handful of rows, and for ten targets it walked all the
-    queue's rows in ``job_pkey`` (and under a held transaction all their dead versions)
-    rather than look ten up; for one target the lookup costs less than reading any table
-    of more than a page or so (docs/benchmarks.md, "Settling planned without statistics")."""
-    arrays = f"(SELECT ${first}::uuid[]), (SELECT ${first + 1}::int[])"
-    names = "id, retry_count"
-    if jitter:
-        arrays += f", (SELECT ${first + 2}::float8[])"
-        names += ", jitter"
-    return (
-        f"(SELECT * FROM unnest({arrays}) AS u({names}) "
-        f"LIMIT (SELECT cardinality(${first}::uuid[]))) AS t"
-    )
+    generic plan is kept only while the job table has no partition but the default one."""
+    return f"unnest((SELECT ${first}::uuid[]), (SELECT ${first + 1}::int[])) AS t(id, retry_count)"
 
 
 def columns(rows: Sequence[Row], names: Sequence[str]) -> tuple[list[Any], ...]:
