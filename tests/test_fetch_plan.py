@@ -63,7 +63,11 @@ def test_a_prepared_claim_is_planned_once_as_the_ordered_walk_of_the_fetch_index
             name, generic, custom = plan_counts(cur, claim.sql)
             # PostgreSQL makes five custom plans before it weighs the generic one.
             assert generic >= 3 and custom <= 5, (generic, custom)
-            explain = sql.SQL("EXPLAIN EXECUTE {}({}, {})").format(sql.Identifier(name), "q", 100)
+            # With the claim's own parameters: its walk from the head of the queue (the first
+            # claim of a queue, before it has a mark: claim_marks.py).
+            explain = sql.SQL("EXPLAIN EXECUTE {}({})").format(
+                sql.Identifier(name), sql.SQL(", ").join(map(sql.Literal, claim.params))
+            )
             plan = "\n".join(row[0] for row in conn.execute(explain))
             assert "Index Scan using job_default_name_priority_created_on_id" in plan, plan
             assert "Sort" not in plan and "Seq Scan on job" not in plan, plan

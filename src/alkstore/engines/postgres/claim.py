@@ -4,13 +4,15 @@
 - :data:`BY_KEY`: ``FOR UPDATE SKIP LOCKED``, the locked rows re-found by ``(name, id)``;
 - :data:`RECHECK`: no row locks; an atomic ``UPDATE`` that rechecks the state, so that of two
   fetchers picking the same rows only one claims each.
+
+The first strategy starts its walk at the queue's mark (:mod:`.claim_marks`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import attrs
 
@@ -22,6 +24,7 @@ from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
+from .claim_marks import ClaimMarks, Key
 from .policies import (
     PLAIN_GATE,
     QueueHintsMixin,
@@ -39,6 +42,8 @@ from .sql import (
     seconds_after,
     target_params,
 )
+
+T = TypeVar("T")
 
 RECLAIM_ROUNDS = 3
 """How many more claims a ctid claim makes for rows it locked but could not re-find."""
@@ -66,6 +71,8 @@ class ClaimStrategy:
     """How the UPDATE re-finds the picked rows in the table of the queues without a
     partition of their own (:func:`~.schema.rows_table`), which it then updates instead of
     the job table; None: every claim updates the job table."""
+    marked: bool = False
+    """The pick starts its walk at a key bound as three parameters (:mod:`.claim_marks`)."""
 
     def statements(
         self,
@@ -75,28 +82,35 @@ class ClaimStrategy:
         *,
         unless: str = "",
         rows_table: str | None = None,
+        mark_at: int = 0,
     ) -> tuple[str, str]:
-        """The SELECT of at most ``limit`` queued jobs (to name ``next``) and the UPDATE of
-        those rows that returns the claimed jobs (their columns ``returned``); ``unless``, a
-        condition on the rest of the statement, makes it claim nothing. ``rows_table``: the
-        queue has no partition of its own and its rows are in that table."""
+        """The CTEs that pick at most ``limit`` queued jobs (the last one named ``next``)
+        and the UPDATE of those rows that returns the claimed jobs (their columns
+        ``returned``); ``unless``, a condition on the rest of the statement, makes it claim
+        nothing. ``rows_table``: the queue has no partition of its own and its rows are in
+        that table. A :attr:`marked` pick starts at the key bound at ``mark_at`` to
+        ``mark_at + 2``."""
         queued = accepted(Operation.FETCH)
         # The gate (one primary-key read of the queue row) keeps the plain claim off a queue
         # that is paused or whose policy or limit needs the keyed claim (policies.py).
         gate = PLAIN_GATE.format(s=s)
         if unless:
             gate += f" AND NOT ({unless})"
-        pick = f"""SELECT {self.key} FROM {s}.job
+        lock = " FOR UPDATE SKIP LOCKED" if self.skip_locked else ""
+
+        def walk(bound: str, walk_limit: str) -> str:
+            return f"""SELECT {self.key} FROM {s}.job
                 WHERE name = $1 AND state IN {queued} AND start_after <= now()
-                    AND {gate}
-                ORDER BY priority DESC, created_on, id LIMIT {limit}"""
-        if self.skip_locked:
-            pick += " FOR UPDATE SKIP LOCKED"
-            recheck = ""
+                    AND {bound}{gate}
+                ORDER BY priority DESC, created_on, id LIMIT {walk_limit}{lock}"""
+
+        if self.marked:
+            picks = _marked_walks(walk, limit, mark_at)
         else:
-            # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only
-            # one of them claim each (the other gets fewer rows, never the same job).
-            recheck = f" AND j.state IN {queued}"
+            picks = f"next AS ({walk('', limit)})"
+        # Without SKIP LOCKED two fetchers may pick the same rows; the recheck lets only one
+        # of them claim each (the other gets fewer rows, never the same job).
+        recheck = "" if self.skip_locked else f" AND j.state IN {queued}"
         table, join = "job", self.join
         if rows_table is not None and self.rows_join is not None:
             table, join = rows_table, self.rows_join
@@ -106,7 +120,7 @@ class ClaimStrategy:
                                    ELSE j.retry_count + 1 END
             {join}{recheck}
             RETURNING {returned}"""
-        return pick, update
+        return picks, update
 
     def fetch_sql(
         self,
@@ -116,11 +130,13 @@ class ClaimStrategy:
         rows_table: str | None = None,
     ) -> str:
         """The claim of up to ``limit`` jobs of queue ``$1`` (``rows_table``: as in
-        :meth:`statements`)."""
-        pick, update = self.statements(s, limit, returned, rows_table=rows_table)
+        :meth:`statements`); a :attr:`marked` claim starts at the key in the next three
+        parameters."""
+        mark_at = 2 if limit == "1" else 3
+        picks, update = self.statements(s, limit, returned, rows_table=rows_table, mark_at=mark_at)
         if not self.counts_picked:
-            return f"WITH next AS ({pick}) {update}"
-        return f"""WITH next AS ({pick}), claimed AS ({update})
+            return f"WITH {picks} {update}"
+        return f"""WITH {picks}, claimed AS ({update})
             SELECT n.picked, c.*
             FROM (SELECT count(*) AS picked FROM next) n LEFT JOIN claimed c ON true"""
 
@@ -134,7 +150,8 @@ class ClaimStrategy:
     ) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
         to ``$2`` jobs of queue ``$1``, in one statement; with ``one``, the claim of one job,
-        the targets at ``$2``/``$3`` and the output ``$4``. The completion is the one that
+        the targets at ``$2``/``$3`` and the output ``$4``. A :attr:`marked` claim starts at
+        the key in the three parameters after the output. The completion is the one that
         pays nothing for flows (:func:`~.settle.unflowed_complete_ctes`): when a target is a
         flow parent it completes nothing and the statement claims nothing (``flow_parents``
         says so); the caller then completes with the release of the flow jobs, and claims
@@ -143,20 +160,41 @@ class ClaimStrategy:
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
         limit, targets_at = ("1", 2) if one else (self.batch_limit, 3)
-        pick, update = self.statements(
+        picks, update = self.statements(
             s,
             limit,
             returned,
             unless="EXISTS (SELECT 1 FROM flow_parents)",
             rows_table=rows_table,
+            mark_at=targets_at + 3,
         )
         return f"""WITH {unflowed_complete_ctes(s, targets_at, f"${targets_at + 2}")},
-            next AS ({pick}), claimed AS ({update})
+            {picks}, claimed AS ({update})
             SELECT d.completed, r.flow_parents, n.picked, c.*
             FROM (SELECT count(*) AS completed FROM done) d
             CROSS JOIN (SELECT count(*) AS flow_parents FROM flow_parents) r
             CROSS JOIN (SELECT count(*) AS picked FROM next) n
             LEFT JOIN claimed c ON true"""
+
+
+def _marked_walks(walk: Callable[[str, str], str], limit: str, at: int) -> str:
+    """The pick of at most ``limit`` jobs from the key at ``$at`` to ``$at + 2`` (priority,
+    created_on, id) on, as CTEs: three ordered walks of job_fetch, each bounded by index
+    conditions -- the higher priorities from their head, the mark's priority from the mark,
+    the lower priorities from their head -- each taking only what the walks before it left
+    of the limit (a walk with nothing left to take reads nothing), so that no row is locked
+    that is not claimed. The mark's walk is one range of job_fetch (priority DESC,
+    created_on, id), past the entries of the jobs claimed before the mark."""
+    p, c, i = f"${at}::int", f"${at + 1}::timestamptz", f"${at + 2}::uuid"
+    left = limit
+    walks = []
+    for n, bound in enumerate(
+        (f"priority > {p}", f"priority = {p} AND (created_on, id) >= ({c}, {i})", f"priority < {p}")
+    ):
+        walks.append(f"walk{n} AS ({walk(bound + ' AND ', left)})")
+        left += f" - (SELECT count(*) FROM walk{n})"
+    union = " UNION ALL ".join(f"SELECT * FROM walk{n}" for n in range(len(walks)))
+    return ", ".join(walks) + f", next AS ({union})"
 
 
 # "j.name = $1" as well: sharded Citus routes the UPDATE to the queue's one shard only by a
@@ -184,6 +222,7 @@ BY_TUPLE_ID = ClaimStrategy(
     # the job table has no partition but the default one: a generic plan cannot prune
     # partitions, so with a queue's own partition PostgreSQL goes back to a plan per call.
     batch_limit="(SELECT $2::bigint)",
+    marked=True,
     # A queue without a partition of its own: its rows are updated in their table, found by
     # tableoid and ctid alone. "name = $1" is an index condition on job_pkey, and a plan made
     # while the statistics counted a handful of the queue's jobs re-found the rows by walking
@@ -267,16 +306,52 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
 
         return self.built_once(("claim", kind, full, one, own), build)
 
-    def _plain_claim(self, queue: str, batch_size: int, full: bool) -> Statement:
-        """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else lean)."""
+    @functools.cached_property
+    def claim_marks(self) -> ClaimMarks:
+        """Where this engine's plain claims start their walk, per queue."""
+        return ClaimMarks()
+
+    def _plan(self, name: str, steps: Any, *, transaction: bool = False, **kw: Any) -> Plan[Any]:
+        self.claim_marks.before(name)
+        return super()._plan(name, steps, transaction=transaction, **kw)
+
+    def _single(
+        self,
+        name: str,
+        sql: str,
+        params: Sequence[Any],
+        result: Callable[[list[Row]], T],
+        **kw: Any,
+    ) -> Plan[T]:
+        self.claim_marks.before(name)
+        return super()._single(name, sql, params, result, **kw)
+
+    def _claim_start(self, queue: str) -> Key | None:
+        """Where the next plain claim of ``queue`` starts its walk; None: the strategy walks
+        from the head always."""
+        return self.claim_marks.start(queue) if self.claim.marked else None
+
+    def _plain_claim(
+        self, queue: str, batch_size: int, full: bool, start: Key | None = None
+    ) -> Statement:
+        """The plain claim of up to ``batch_size`` jobs of ``queue`` (``full`` jobs, else
+        lean), its walk from ``start`` (:meth:`_claim_start`)."""
+        at = () if start is None else start
         if batch_size == 1:
-            return Statement(self._claim_sql("fetch", full, True, queue), (queue,))
-        return Statement(self._claim_sql("fetch", full, False, queue), (queue, batch_size))
+            return Statement(self._claim_sql("fetch", full, True, queue), (queue, *at))
+        return Statement(self._claim_sql("fetch", full, False, queue), (queue, batch_size, *at))
+
+    def _fresh_claim(self, queue: str, batch_size: int, full: bool) -> Steps[list[Job]]:
+        """The plain claim from the queue's mark, and its claimed jobs."""
+        start = self._claim_start(queue)
+        rows = yield self._plain_claim(queue, batch_size, full, start)
+        return (yield from self._claimed_jobs(queue, rows, full, start))
 
     def _claimed_jobs(
-        self, queue: str, rows: list[Row], include_metadata: bool = True
+        self, queue: str, rows: list[Row], include_metadata: bool = True, start: Key | None = None
     ) -> Steps[list[Job]]:
-        """The claimed jobs of ``rows`` in fetch order (an empty claim checks the queue)."""
+        """The claimed jobs of ``rows`` (a claim from ``start``) in fetch order (an empty
+        claim checks the queue); the queue's mark moves to the first of them."""
         build = _job_builder(include_metadata)
         jobs = [build(r) for r in rows if r["id"] is not None]
         if self.claim.counts_picked:
@@ -288,7 +363,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             for _ in range(RECLAIM_ROUNDS):
                 if missing <= 0:
                     break
-                more = yield self._plain_claim(queue, missing, include_metadata)
+                more = yield self._plain_claim(queue, missing, include_metadata, start)
                 claimed = [build(r) for r in more if r["id"] is not None]
                 jobs += claimed
                 missing = as_int(more[0]["picked"]) - len(claimed)
@@ -297,6 +372,8 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             # noticing a queue that now needs the keyed claim).
             yield from self._read_rules(queue)
         jobs.sort(key=Job.sort_key)
+        if start is not None:
+            self.claim_marks.advance(queue, start, jobs)
         return jobs
 
     def fetch(
@@ -314,11 +391,9 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 return self._lock_free_fetch(queue, batch_size, options, policy)
             return self._keyed_fetch(queue, batch_size, options)
         full = options.include_metadata
-        claim = self._plain_claim(queue, batch_size, full)
 
         def steps() -> Steps[list[Job]]:
-            rows = yield claim
-            return (yield from self._claimed_jobs(queue, rows, full))
+            return (yield from self._fresh_claim(queue, batch_size, full))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
@@ -418,8 +493,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 return []
             full = options.include_metadata
             if rules.plain and options.plain:
-                rows = yield self._plain_claim(queue, batch_size, full)
-                return (yield from self._claimed_jobs(queue, rows, full))
+                return (yield from self._fresh_claim(queue, batch_size, full))
             sql = self._keyed_sql(
                 rules.policy,
                 options.ignore_start_after,
@@ -492,14 +566,17 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         params = (queue, *([] if one else [batch_size]), *completion[1:])
 
         def steps() -> Steps[Handoff]:
-            rows = yield Statement(sql, params)
+            start = self._claim_start(queue)
+            rows = yield Statement(sql, params + (() if start is None else start))
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["flow_parents"]):
                 # Plus what the statement completed: nothing (a flow parent stops it whole),
                 # or on sharded Citus the targets that were not flow parents.
                 completed += yield from self.flow_complete(completion, False)
-                rows = yield self._plain_claim(queue, batch_size, full)
-            jobs = yield from self._claimed_jobs(queue, rows, full)
+                # The released flow jobs may sort before the mark: walk from the head.
+                self.claim_marks.forget(queue)
+                return Handoff(completed, (yield from self._fresh_claim(queue, batch_size, full)))
+            jobs = yield from self._claimed_jobs(queue, rows, full, start)
             return Handoff(completed, jobs)
 
         # No contention result: under contention the completion must not be reported lost.

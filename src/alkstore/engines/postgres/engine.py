@@ -92,7 +92,11 @@ class PostgresEngine(
     def test_hooks(self) -> PostgresTestHooks:
         """Plans the conformance suite sets up and reads state with (:mod:`.hooks`)."""
         caps = self.capabilities
-        return PostgresTestHooks(self.s, retry_serialization=caps.serialization_retries)
+        return PostgresTestHooks(
+            self.s,
+            retry_serialization=caps.serialization_retries,
+            on_plan=self.claim_marks.clear,
+        )
 
     def worker_runtime(self) -> PostgresRuntime:
         """The worker runtime's plans on this engine (:mod:`.runtime`)."""

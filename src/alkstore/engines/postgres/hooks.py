@@ -34,18 +34,31 @@ JOB_FIELDS = (
 class PostgresTestHooks:
     """Test-only plans on one schema of the postgres table layout."""
 
-    def __init__(self, s: str, *, retry_serialization: bool) -> None:
+    def __init__(
+        self,
+        s: str,
+        *,
+        retry_serialization: bool,
+        on_plan: Callable[[], None] | None = None,
+    ) -> None:
         self.s = s
         """The quoted schema."""
         self.retry = retry_serialization
+        self.on_plan = on_plan
+        """Called as each plan is built: these plans move jobs and time (the engine's
+        claims then walk their queues from the head: claim_marks.py)."""
 
     def _single(
         self, name: str, sql: str, params: tuple[Any, ...], result: Callable[[list[Row]], T]
     ) -> Plan[T]:
+        if self.on_plan is not None:
+            self.on_plan()
         statement = Statement(sql, params)
         return single(name, statement, result, retry_serialization=self.retry)
 
     def _plan(self, name: str, steps: Callable[[], Steps[T]]) -> Plan[T]:
+        if self.on_plan is not None:
+            self.on_plan()
         return Plan(name, steps, transaction=True, retry_serialization=self.retry)
 
     def advance(self, seconds: float) -> Plan[None]:

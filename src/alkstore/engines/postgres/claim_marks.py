@@ -1,0 +1,132 @@
+"""Where a plain claim starts its ordered walk of the queued jobs: a mark per queue.
+
+Under a held MVCC horizon (a session idle in a transaction, a long REPEATABLE READ report)
+no dead job version can be removed, and the claimed jobs' entries stay in the claim's index
+(``job_fetch``) with their heap versions. A walk from the head of the queue visits every one
+of them on every claim: measured, the claim's latency grew linearly with the hold until the
+queue fell behind (docs/benchmarks.md, "Horizon pressure").
+
+The first job a claim returns is the first key that was claimable when it ran: every queued
+row before it was dead, locked by a concurrent claim, not yet due, or not yet committed. The
+next claims of this engine start their walk there. Rows that become claimable before a mark
+later -- a retry or a delayed job coming due, a send whose transaction committed late, a
+claim rolled back -- are found by the walk from the head that one claim of each queue makes
+every :data:`REWALK_SECONDS` (a job of a higher priority than the mark's is found by every
+claim: the claim walks the higher priorities from their head). Such a job waits at most that
+long behind jobs after it. This engine's own operations that can put a job before a mark
+(any but those of :data:`KEEPS_MARKS`) make its next claims walk from the head.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+
+import attrs
+
+from ...core.records import Job
+
+Key = tuple[int, dt.datetime, uuid.UUID]
+"""A job's place in fetch order as the claim binds it: (priority, created_on, id), the
+priority descending, the rest ascending."""
+
+HEAD: Key = (2**31 - 1, dt.datetime.min.replace(tzinfo=dt.UTC), uuid.UUID(int=0))
+"""Before every job's key (the highest priority a job can have, the earliest time, the least
+id): a claim from here walks the whole queue."""
+
+KEEPS_MARKS = frozenset(
+    {
+        "fetch",
+        "complete",
+        "complete_and_fetch",
+        "send",
+        "touch",
+        "watch",
+        "claim_pass",
+        "record_process",
+        "get_job",
+        "find_jobs",
+        "list_jobs",
+        "search_jobs",
+        "queues",
+        "get_queue",
+        "queue_stats",
+        "schema_version",
+        "check_version",
+        "subscriptions",
+        "schedules",
+    }
+)
+"""The plans that cannot put a job before a mark -- but ``complete`` can, once this engine
+has made flows: a completion may release flow jobs, whose places are those of their
+creation."""
+
+REWALK_SECONDS = 1.0
+"""How often one claim of a queue walks it from the head."""
+
+
+def key_of(job: Job) -> Key:
+    """``job``'s place in fetch order."""
+    return (job.priority, job.created_on, job.id)
+
+
+def _order(key: Key) -> tuple[int, dt.datetime, int]:
+    """``key`` as a tuple that compares in fetch order."""
+    priority, created_on, job_id = key
+    return (-priority, created_on, job_id.int)
+
+
+@attrs.define
+class _Mark:
+    key: Key
+    walked: float
+    """``time.monotonic()`` of the last claim that walked from :data:`HEAD`."""
+
+
+class ClaimMarks:
+    """The marks of one engine instance: plain Python state shared by its fetchers."""
+
+    def __init__(self, rewalk_seconds: float = REWALK_SECONDS) -> None:
+        self._marks: dict[str, _Mark] = {}
+        self._rewalk = rewalk_seconds
+        self._flows = False
+
+    def before(self, operation: str) -> None:
+        """Called as the engine builds the plan of ``operation``: one that may put a job
+        before a mark (not in :data:`KEEPS_MARKS`) makes the next claims walk from the
+        head."""
+        if operation == "flow":
+            self._flows = True
+        if operation not in KEEPS_MARKS or (operation == "complete" and self._flows):
+            self.clear()
+
+    def start(self, queue: str) -> Key:
+        """Where the next claim of ``queue`` starts its walk: one claim a period walks from
+        the head, the others keep walking from the mark meanwhile (the walk from the head
+        is the one that still visits the dead versions)."""
+        now = time.monotonic()
+        mark = self._marks.get(queue)
+        if mark is None:
+            self._marks[queue] = _Mark(HEAD, now)
+            return HEAD
+        if now - mark.walked >= self._rewalk:
+            mark.walked = now
+            return HEAD
+        return mark.key
+
+    def advance(self, queue: str, started: Key, jobs: list[Job]) -> None:
+        """After a claim from ``started`` returned ``jobs`` (in fetch order): the next walks
+        start at the first of them -- unless a claim from further back moved the mark before
+        ``started`` meanwhile (it found claimable jobs there)."""
+        mark = self._marks.get(queue)
+        if jobs and mark is not None and _order(started) <= _order(mark.key):
+            mark.key = key_of(jobs[0])
+
+    def forget(self, queue: str) -> None:
+        """The next claim of ``queue`` walks it from the head."""
+        self._marks.pop(queue, None)
+
+    def clear(self) -> None:
+        """The next claim of every queue walks it from the head."""
+        self._marks.clear()
