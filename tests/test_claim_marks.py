@@ -82,5 +82,16 @@ def test_one_claim_a_period_walks_from_the_head() -> None:
     marks._marks["q"].key = key
     marks.before("send")
     assert marks.start("q") == key
-    marks._rewalk = 0
+    marks._marks["q"].due = 0
     assert marks.start("q") == HEAD
+
+
+def test_a_slow_walk_from_the_head_puts_the_next_one_off() -> None:
+    marks = ClaimMarks(rewalk_seconds=0.0, rewalk_share=1000)
+    assert marks.start("q") == HEAD
+    time.sleep(0.01)  # the walk from the head took 10 ms: the next is due in 10 s or more
+    job_key = (0, HEAD[1], uuid.UUID(int=5))
+    marks.advance("q", HEAD, [])
+    marks._marks["q"].key = job_key
+    assert marks.start("q") == job_key
+    assert marks._marks["q"].due - time.monotonic() > 5
