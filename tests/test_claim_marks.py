@@ -9,6 +9,7 @@ import time
 import uuid
 
 import alkstore
+from alkstore.conformance.harness import Backend, StoreHandle
 from alkstore.engines.postgres.claim_marks import HEAD, REWALK_SECONDS, ClaimMarks
 
 
@@ -95,3 +96,19 @@ def test_a_slow_walk_from_the_head_puts_the_next_one_off() -> None:
     marks._marks["q"].key = job_key
     assert marks.start("q") == job_key
     assert marks._marks["q"].due - time.monotonic() > 5
+
+
+def test_a_job_the_maintenance_pass_expires_is_fetched_by_the_next_claim(
+    alkstore_backend: Backend, schema_name: str
+) -> None:
+    store = StoreHandle(alkstore_backend, "psycopg", schema_name)
+    try:
+        store.create_queue("q", expire_seconds=60, retry_limit=1, retry_delay=0)
+        first, second, third = store.send_many("q", [{"data": n} for n in range(3)])
+        assert [j.id for j in store.fetch("q")] == [first]
+        store.advance(61)  # the test hook: every claim walks from the head after it
+        assert [j.id for j in store.fetch("q")] == [second]  # the mark: past the first
+        assert store.maintain().expired == 1  # the first, before the mark, queued again
+        assert [j.id for j in store.fetch("q", batch_size=2)] == [first, third]
+    finally:
+        store.close()

@@ -24,7 +24,7 @@ from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
-from .claim_marks import ClaimMarks, Key
+from .claim_marks import CLEARS_WHEN_CHANGED, ClaimMarks, Key
 from .policies import (
     PLAIN_GATE,
     QueueHintsMixin,
@@ -312,7 +312,18 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         return ClaimMarks()
 
     def _plan(self, name: str, steps: Any, *, transaction: bool = False, **kw: Any) -> Plan[Any]:
-        self.claim_marks.before(name)
+        marks = self.claim_marks
+        if name in CLEARS_WHEN_CHANGED:
+            moves = steps
+
+            def steps() -> Steps[int]:
+                moved: int = yield from moves()
+                if moved:
+                    marks.clear()
+                return moved
+
+        else:
+            marks.before(name)
         return super()._plan(name, steps, transaction=transaction, **kw)
 
     def _single(

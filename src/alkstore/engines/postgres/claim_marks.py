@@ -62,11 +62,23 @@ KEEPS_MARKS = frozenset(
         "check_version",
         "subscriptions",
         "schedules",
+        "retention",
+        "deletion",
+        "mark_maintained",
+        "count_events",
+        "counters",
+        "counters_horizon",
+        "forget_process",
     }
 )
 """The plans that cannot put a job before a mark -- but ``complete`` can, once this engine
 has made flows: a completion may release flow jobs, whose places are those of their
 creation."""
+
+CLEARS_WHEN_CHANGED = frozenset({"expire", "expire_heartbeats", "release_flows"})
+"""The maintenance pass's plans that return how many jobs they put back in the queue: the
+claims walk from the head after one that put any (a worker runs a pass every second, and
+most put none)."""
 
 REWALK_SECONDS = 1.0
 """How often, at most, one claim of a queue walks it from the head."""
