@@ -220,6 +220,22 @@ async def send_in_batches_async(
     return time.perf_counter() - began
 
 
+SCALING_ROUNDS = 10
+"""Claims each consumer of a ``drain``/``peers`` cell makes at least (:func:`cell_jobs`)."""
+
+
+def cell_jobs(jobs: int, consumers: int, batch: int) -> int:
+    """The jobs a ``drain``/``peers`` cell drains: at least ``jobs``, and at least
+    :data:`SCALING_ROUNDS` full claims for every consumer, so that a cell of many consumers
+    measures a steady drain, not one round of claims (the same count for every system)."""
+    return max(jobs, SCALING_ROUNDS * consumers * batch)
+
+
+def cell_jobs_rule(jobs: int) -> str:
+    """:func:`cell_jobs` in words, for table titles."""
+    return f"max({jobs:,}, {SCALING_ROUNDS} x consumers x batch) jobs a cell"
+
+
 def warmup_jobs(consumers: int, batch: int) -> int:
     """How many jobs the untimed warm-up drains: enough for every consumer to fetch a few times."""
     return min(WARMUP_MAX_JOBS, max(consumers * batch * 3, consumers * 6))

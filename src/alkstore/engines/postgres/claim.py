@@ -22,6 +22,7 @@ from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
+from . import claim_gate
 from .policies import (
     PLAIN_GATE,
     QueueHintsMixin,
@@ -317,7 +318,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         claim = self._plain_claim(queue, batch_size, full)
 
         def steps() -> Steps[list[Job]]:
-            rows = yield claim
+            rows = yield claim_gate.fetch_statement(self, queue, batch_size, full) or claim
             return (yield from self._claimed_jobs(queue, rows, full))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
@@ -492,7 +493,10 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         params = (queue, *([] if one else [batch_size]), *completion[1:])
 
         def steps() -> Steps[Handoff]:
-            rows = yield Statement(sql, params)
+            gated = claim_gate.handoff_statement(
+                self, queue, targets, output_json, batch_size, full
+            )
+            rows = yield gated or Statement(sql, params)
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["flow_parents"]):
                 # Plus what the statement completed: nothing (a flow parent stops it whole),

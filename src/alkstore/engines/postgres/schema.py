@@ -341,6 +341,50 @@ CLAIM_FUNCTION_VERSION = 10
 (:mod:`alkstore.engines.citus_calls`)."""
 
 
+def _v11_taken(s: str, caps: Capabilities) -> list[str]:
+    """Taken by another branch of this round (the lead renumbers at merge)."""
+    return []
+
+
+def _v12_taken(s: str, caps: Capabilities) -> list[str]:
+    """Taken by another branch of this round (the lead renumbers at merge)."""
+    return []
+
+
+GATE_FUNCTION = "claim_gate"
+"""The function of the gated claim (:mod:`.claim_gate`), in the job schema from version 13."""
+
+
+def _v13(s: str, caps: Capabilities) -> list[str]:
+    """The gated claim's function (:mod:`.claim_gate`, docs/benchmarks.md "Claim scaling").
+
+    It takes the first free one of ``slots`` transaction advisory locks ``(gate, slot)``, or
+    else waits on one (the store's ``lock_timeout`` bounds the wait), and then runs the claim
+    statement ``claim`` with the queue, limit, completion targets and output as ``$1`` to
+    ``$5``. A statement of a volatile function takes its snapshot when it starts, so the
+    claim sees every claim that held the slot before it committed. ``SETOF record``: the
+    caller names the columns of the rows, so the function does not change when they do.
+    Installed where the server has advisory locks and PL/pgSQL."""
+    if not (caps.advisory_locks and caps.plpgsql):
+        return []
+    return [
+        f"""CREATE FUNCTION {s}.{GATE_FUNCTION}(gate int, slots int, claim text, q text,
+                lim bigint, ids uuid[], rcs int[], out_json text)
+        RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $fn$
+        BEGIN
+          FOR slot IN 0 .. slots - 1 LOOP
+            IF pg_try_advisory_xact_lock(gate, slot) THEN
+              RETURN QUERY EXECUTE claim USING q, lim, ids, rcs, out_json;
+              RETURN;
+            END IF;
+          END LOOP;
+          PERFORM pg_advisory_xact_lock(gate, pg_backend_pid() % slots);
+          RETURN QUERY EXECUTE claim USING q, lim, ids, rcs, out_json;
+        END
+        $fn$"""
+    ]
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1,
     2: _v2,
@@ -352,6 +396,9 @@ MIGRATIONS: dict[int, Migration] = {
     8: _v8,
     9: _v9,
     10: _v10,
+    11: _v11_taken,
+    12: _v12_taken,
+    13: _v13,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 
