@@ -46,6 +46,9 @@ DRIVERS = (*SYNC_DRIVERS, *ASYNC_DRIVERS)
 HANDOFF = "+handoff"
 """Driver-name suffix: consumers complete and fetch in one ``complete_and_fetch`` call."""
 WORK = "+work"
+GATED = "+gate"
+"""Engine-name suffix: the store gates its claims (``engine_options={"claim_gate": True}``,
+docs/benchmarks.md "Claim scaling")."""
 """Driver-name suffix: the drain runs through ``store.work()`` (see :mod:`.work_drain`)."""
 
 SEND_BATCH = 1000
@@ -101,6 +104,16 @@ class Backend:
             )
 
     @property
+    def base_engine(self) -> str:
+        """The engine name without :data:`GATED`."""
+        return self.engine.removesuffix(GATED)
+
+    @property
+    def engine_options(self) -> dict[str, Any]:
+        """The store's ``engine_options``: the claim gate on with :data:`GATED`."""
+        return {"claim_gate": True} if self.engine.endswith(GATED) else {}
+
+    @property
     def base_driver(self) -> str:
         """The driver name without :data:`HANDOFF` or :data:`WORK`."""
         return self.driver.removesuffix(HANDOFF).removesuffix(WORK)
@@ -142,7 +155,8 @@ class Backend:
         """A sync store on ``schema`` (migrated)."""
         store = alkstore.connect(
             self.pooled_dsn or dsn,
-            engine=self.engine,
+            engine=self.base_engine,
+            engine_options=self.engine_options,
             driver=self.base_driver,
             schema=schema,
             pool_size=pool_size,
@@ -157,7 +171,8 @@ class Backend:
         """An async store on ``schema`` (migrated)."""
         store = await alkstore.connect_async(
             self.pooled_dsn or dsn,
-            engine=self.engine,
+            engine=self.base_engine,
+            engine_options=self.engine_options,
             driver=ASYNC_DRIVERS[self.base_driver],
             schema=schema,
             pool_size=pool_size,
