@@ -304,6 +304,15 @@ def test_a_cell_drains_ten_claims_a_consumer_at_least(_bench_dsn: str, tmp_path:
     }
 
 
+def test_drain_with_the_claim_gate_is_labelled(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn, tmp_path, "drain --engine postgres+gate --jobs 100 --consumers 2 --batch 5"
+    )
+    [row] = doc["results"]
+    assert row["engine"] == "postgres+gate"
+    check_drained(row, 100)
+
+
 def test_peers_steady_and_burst_variants_are_labelled(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,
