@@ -281,11 +281,43 @@ def test_peers_raw_sql_lanes_drains_every_job_once(_bench_dsn: str, tmp_path: Pa
     check_drained(rows[0], 500)
 
 
+def test_peers_gated_variants_drain_every_job_once(_bench_dsn: str, tmp_path: Path) -> None:
+    gated = ("raw-sql-gated", "raw-sql-gated-early", "raw-sql-gated-k4")
+    doc = bench(
+        _bench_dsn, tmp_path, f"peers --jobs 300 --consumers 6 --batch 5 --peers {','.join(gated)}"
+    )
+    for name in gated:
+        rows = [r for r in doc["results"] if r["system"] == name]
+        assert cells(rows) == {(6, 5)}
+        check_drained(rows[0], 300)
+
+
+def test_a_cell_drains_ten_claims_a_consumer_at_least(_bench_dsn: str, tmp_path: Path) -> None:
+    # 4 consumers x 20 a fetch x 10 rounds = 800 jobs, more than --jobs, for every system.
+    doc = bench(_bench_dsn, tmp_path, "peers --jobs 100 --consumers 1,4 --batch 20 --peers raw-sql")
+    drained = {(r["system"], r["consumers"]): r["completed"] for r in doc["results"]}
+    assert drained == {
+        ("alkstore", 1): 200,
+        ("raw-sql", 1): 200,
+        ("alkstore", 4): 800,
+        ("raw-sql", 4): 800,
+    }
+
+
+def test_drain_with_the_claim_gate_is_labelled(_bench_dsn: str, tmp_path: Path) -> None:
+    doc = bench(
+        _bench_dsn, tmp_path, "drain --engine postgres+gate --jobs 100 --consumers 2 --batch 5"
+    )
+    [row] = doc["results"]
+    assert row["engine"] == "postgres+gate"
+    check_drained(row, 100)
+
+
 def test_peers_steady_and_burst_variants_are_labelled(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,
         tmp_path,
-        "peers --jobs 100 --consumers 2 --batch 10 --peers raw-sql --variant steady,burst",
+        "peers --jobs 100 --consumers 2 --batch 5 --peers raw-sql --variant steady,burst",
     )
     rows = doc["results"]
     assert doc["arguments"]["variants"] == ["steady", "burst"]
@@ -294,7 +326,7 @@ def test_peers_steady_and_burst_variants_are_labelled(_bench_dsn: str, tmp_path:
     }
     for row in rows:
         check_drained(row, 100)
-    assert [(r["variant"], r["batch"]) for r in doc["ratios"]] == [("steady", 10), ("burst", 10)]
+    assert [(r["variant"], r["batch"]) for r in doc["ratios"]] == [("steady", 5), ("burst", 5)]
     assert all(r["raw-sql ratio"] > 0 for r in doc["ratios"])
 
 
@@ -304,7 +336,7 @@ def test_peers_refuse_an_unknown_variant(_bench_dsn: str, tmp_path: Path) -> Non
 
 
 def test_drain_emulates_only_when_asked(_bench_dsn: str, tmp_path: Path) -> None:
-    shape = "--jobs 50 --consumers 1 --batch 10 --driver psycopg"
+    shape = "--jobs 50 --consumers 1 --batch 5 --driver psycopg"
     asked = bench(_bench_dsn, tmp_path, f"drain --engine yugabytedb --emulate {shape}")
     [row] = asked["results"]
     assert row["engine"] == "yugabytedb (emulated)"
@@ -323,7 +355,7 @@ def test_drain_with_telemetry_runs_each_cell_with_and_without(
     doc = bench(
         _bench_dsn,
         tmp_path,
-        "drain --jobs 100 --consumers 2 --batch 10 --driver psycopg,asyncpg+work --telemetry",
+        "drain --jobs 100 --consumers 2 --batch 5 --driver psycopg,asyncpg+work --telemetry",
     )
     assert doc["arguments"]["telemetry"] is True
     rows = doc["results"]
@@ -387,7 +419,7 @@ def test_drain_with_sampled_telemetry_records_the_share(_bench_dsn: str, tmp_pat
     doc = bench(
         _bench_dsn,
         tmp_path,
-        "drain --jobs 100 --consumers 2 --batch 10 --telemetry --telemetry-sample 0.25",
+        "drain --jobs 100 --consumers 2 --batch 5 --telemetry --telemetry-sample 0.25",
     )
     assert doc["arguments"]["telemetry_sample"] == 0.25
     assert sorted(r["engine"] for r in doc["results"]) == ["postgres", "postgres [otel]"]
@@ -451,7 +483,7 @@ def test_drain_through_pgbouncer(_bench_dsn: str, tmp_path: Path) -> None:
     doc = bench(
         _bench_dsn,
         tmp_path,
-        "drain --pgbouncer --jobs 100 --consumers 2 --batch 10 --driver psycopg,asyncpg",
+        "drain --pgbouncer --jobs 100 --consumers 2 --batch 5 --driver psycopg,asyncpg",
     )
     assert doc["arguments"]["pgbouncer"] is True
     for row in doc["results"]:

@@ -46,6 +46,9 @@ DRIVERS = (*SYNC_DRIVERS, *ASYNC_DRIVERS)
 HANDOFF = "+handoff"
 """Driver-name suffix: consumers complete and fetch in one ``complete_and_fetch`` call."""
 WORK = "+work"
+GATED = "+gate"
+"""Engine-name suffix: the store gates its claims (``engine_options={"claim_gate": True}``,
+docs/benchmarks.md "Claim scaling")."""
 """Driver-name suffix: the drain runs through ``store.work()`` (see :mod:`.work_drain`)."""
 
 SEND_BATCH = 1000
@@ -101,6 +104,16 @@ class Backend:
             )
 
     @property
+    def base_engine(self) -> str:
+        """The engine name without :data:`GATED`."""
+        return self.engine.removesuffix(GATED)
+
+    @property
+    def engine_options(self) -> dict[str, Any]:
+        """The store's ``engine_options``: the claim gate on with :data:`GATED`."""
+        return {"claim_gate": True} if self.engine.endswith(GATED) else {}
+
+    @property
     def base_driver(self) -> str:
         """The driver name without :data:`HANDOFF` or :data:`WORK`."""
         return self.driver.removesuffix(HANDOFF).removesuffix(WORK)
@@ -142,7 +155,8 @@ class Backend:
         """A sync store on ``schema`` (migrated)."""
         store = alkstore.connect(
             self.pooled_dsn or dsn,
-            engine=self.engine,
+            engine=self.base_engine,
+            engine_options=self.engine_options,
             driver=self.base_driver,
             schema=schema,
             pool_size=pool_size,
@@ -157,7 +171,8 @@ class Backend:
         """An async store on ``schema`` (migrated)."""
         store = await alkstore.connect_async(
             self.pooled_dsn or dsn,
-            engine=self.engine,
+            engine=self.base_engine,
+            engine_options=self.engine_options,
             driver=ASYNC_DRIVERS[self.base_driver],
             schema=schema,
             pool_size=pool_size,
@@ -218,6 +233,22 @@ async def send_in_batches_async(
     for numbers in numbered_batches(jobs):
         await send_many(keyed_specs(job_specs(numbers.start, len(numbers)), scenario))
     return time.perf_counter() - began
+
+
+SCALING_ROUNDS = 10
+"""Claims each consumer of a ``drain``/``peers`` cell makes at least (:func:`cell_jobs`)."""
+
+
+def cell_jobs(jobs: int, consumers: int, batch: int) -> int:
+    """The jobs a ``drain``/``peers`` cell drains: at least ``jobs``, and at least
+    :data:`SCALING_ROUNDS` full claims for every consumer, so that a cell of many consumers
+    measures a steady drain, not one round of claims (the same count for every system)."""
+    return max(jobs, SCALING_ROUNDS * consumers * batch)
+
+
+def cell_jobs_rule(jobs: int) -> str:
+    """:func:`cell_jobs` in words, for table titles."""
+    return f"max({jobs:,}, {SCALING_ROUNDS} x consumers x batch) jobs a cell"
 
 
 def warmup_jobs(consumers: int, batch: int) -> int:

@@ -322,7 +322,7 @@ def register(subparsers: Any) -> None:
         "--peers",
         type=name_list(tuple(PEERS)),
         default=list(DEFAULT_PEERS),
-        help=f"comma-separated: {', '.join(PEERS)} (all but raw-sql-lanes)",
+        help=f"comma-separated: {', '.join(PEERS)} (all but the raw-sql-* variants: lanes, gates)",
     )
     peers.add_argument(
         "--variant",

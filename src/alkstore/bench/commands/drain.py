@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..drain import TELEMETRY_LABEL, Backend
+from ..drain import TELEMETRY_LABEL, Backend, cell_jobs, cell_jobs_rule
 from ..report import (
     DRAIN_COLUMNS,
     BenchProgress,
@@ -71,7 +71,7 @@ def drain(
                     pooled_dsn=server.pooled_dsn,
                     telemetry_sample=1.0 if telemetry_sample is None else telemetry_sample,
                 ),
-                jobs,
+                cell_jobs(jobs, c, b),
                 c,
                 b,
                 options.timeout,
@@ -81,7 +81,7 @@ def drain(
             for index, (c, b) in enumerate(cells(consumers, batches))
             for measured in _telemetry_order(telemetry, index)
         ]
-        tables = [Table(f"drain: {jobs:,} jobs", DRAIN_COLUMNS, rows)]
+        tables = [Table(f"drain: {cell_jobs_rule(jobs)}", DRAIN_COLUMNS, rows)]
         sections: dict[str, Any] = {"results": rows}
         if telemetry:
             overhead = telemetry_overhead(rows)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..drain import Backend
+from ..drain import Backend, cell_jobs, cell_jobs_rule
 from ..isolation import run_isolated
 from ..peers import PEERS, DrainSpec, peer_versions, run_peer
 from ..progress import Progress
@@ -79,18 +79,19 @@ def peers(
         results: list[Outcome] = []
         for variant in variants:
             for c, b in cells(consumers, batches):
+                count = cell_jobs(jobs, c, b)
                 for driver in drivers:
                     backend = Backend(engine, driver, options.emulate, variant=variant)
                     results.append(
-                        _drain_one(server, progress, backend, jobs, c, b, options.timeout)
+                        _drain_one(server, progress, backend, count, c, b, options.timeout)
                     )
                 spec = DrainSpec(
-                    jobs=jobs, consumers=c, batch=b, timeout=options.timeout, variant=variant
+                    jobs=count, consumers=c, batch=b, timeout=options.timeout, variant=variant
                 )
                 for name in names:
                     label = f"{name} c={c} b={b} [{variant}]"
                     results.append(
-                        run_isolated(progress, label, jobs, _peer_cell, name, server.dsn, spec)
+                        run_isolated(progress, label, count, _peer_cell, name, server.dsn, spec)
                     )
         rows = _rows(results)
         ratios = _ratios(rows, names)
@@ -104,7 +105,7 @@ def peers(
             *(Column(f"{name} ratio", f"alkstore / {name}", 2) for name in names),
         ]
         tables = [
-            Table(f"peers: {jobs:,} jobs", PEER_COLUMNS, rows, [VARIANT_NOTE]),
+            Table(f"peers: {cell_jobs_rule(jobs)}", PEER_COLUMNS, rows, [VARIANT_NOTE]),
             Table("alkstore / peer (jobs/s of the best alkstore driver)", ratio_columns, ratios),
             Table(
                 "batch insert",

@@ -1,6 +1,6 @@
 """Peers measured in the same run as alkstore.
 
-The raw-SQL ceiling (and its lanes variant), pg-boss, pgqueuer and procrastinate.
+The raw-SQL ceiling (and its lanes and gated variants), pg-boss, pgqueuer and procrastinate.
 
 Each peer module offers ``NAME``, ``unavailable()`` (None, or why it cannot run here: no
 Node.js, a package not installed) and ``drain(dsn, spec, schema, progress)`` returning a
@@ -22,6 +22,9 @@ from .spec import DrainSpec
 PEERS = {
     "raw-sql": "rawsql",
     "raw-sql-lanes": "rawsql_lanes",
+    "raw-sql-gated": "rawsql_gated",
+    "raw-sql-gated-early": "rawsql_gated:drain_early",
+    "raw-sql-gated-k4": "rawsql_gated:drain_slots",
     "pg-boss": "pgboss",
     "pg-boss-work": "pgboss:drain_work",
     "pgqueuer": "pgqueuer_peer",
@@ -30,9 +33,9 @@ PEERS = {
 """Peer name -> its module in this package (``module:function`` when the drain is not the
 module's ``drain``: ``pg-boss-work`` drains through pg-boss's ``work()``)."""
 
-DEFAULT_PEERS = tuple(name for name in PEERS if name != "raw-sql-lanes")
-"""The peers ``bench peers`` drives unless told: all but ``raw-sql-lanes``, a design
-alternative measured on demand (docs/benchmarks.md)."""
+DEFAULT_PEERS = tuple(name for name in PEERS if not name.startswith("raw-sql-"))
+"""The peers ``bench peers`` drives unless told: all but the ``raw-sql-*`` variants (lanes,
+gates), design alternatives measured on demand (docs/benchmarks.md)."""
 
 LATENCY_PEERS = ("pg-boss", "pgqueuer", "procrastinate")
 """Peers whose worker ``bench latency`` measures (each module's ``latency``)."""

@@ -46,7 +46,7 @@ class Statements:
 
     def __init__(self, schema: str) -> None:
         s = quote_schema(schema)
-        self.create = (
+        self.create: tuple[str, ...] = (
             f"""CREATE TABLE {s}.job (
                 id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
                 state text NOT NULL DEFAULT 'queued',
@@ -106,7 +106,9 @@ Fetch = Callable[[int], Sequence[Any]]
 """A claim of up to n jobs, returning their ids."""
 
 
-def _claim(pool: Connections, sql: Statements) -> Fetch:
+def claim_ids(pool: Connections, sql: Statements) -> Fetch:
+    """The fetch that runs ``sql.claim`` with the batch size and returns the claimed ids."""
+
     def fetch(n: int) -> Sequence[Any]:
         with pool.cursor() as cur:
             cur.execute(sql.claim, (n,), prepare=True)
@@ -117,7 +119,7 @@ def _claim(pool: Connections, sql: Statements) -> Fetch:
 
 def drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress) -> DrainResult:
     """Pre-enqueue, warm up, and time the drain."""
-    return drain_with(dsn, spec, schema, progress, NAME, Statements(schema), _claim)
+    return drain_with(dsn, spec, schema, progress, NAME, Statements(schema), claim_ids)
 
 
 S = TypeVar("S", bound=Statements)
@@ -178,6 +180,7 @@ __all__ = [
     "Connections",
     "Fetch",
     "Statements",
+    "claim_ids",
     "drain",
     "drain_with",
     "unavailable",

@@ -24,6 +24,9 @@ class EngineBase:
     it)."""
     option_names: ClassVar[frozenset[str]] = frozenset()
     """``engine_options`` keys :meth:`configure` accepts (none)."""
+    claim_gate: bool = False
+    """Plain claims pass the queue's gate (:mod:`.claim_gate`): set by the engine option
+    ``claim_gate`` where the engine takes it (:class:`~.engine.PostgresEngine`)."""
 
     def __init__(
         self,

@@ -24,7 +24,8 @@ from ...core.plans import MAX_RACE_RERUNS, Plan, Row, Statement, Steps
 from ...core.records import Handoff, Job, as_int
 from ...core.states import Operation
 from ...core.targets import Targets
-from .claim_marks import CLEARS_WHEN_CHANGED, ClaimMarks, Key
+from . import claim_gate
+from .claim_marks import CLEARS_WHEN_CHANGED, HEAD, ClaimMarks, Key
 from .policies import (
     PLAIN_GATE,
     QueueHintsMixin,
@@ -342,6 +343,16 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         from the head always."""
         return self.claim_marks.start(queue) if self.claim.marked else None
 
+    @functools.cached_property
+    def gated_claim(self) -> ClaimStrategy:
+        """The claim the gate runs (:mod:`.claim_gate`): from the head always, since the
+        gate function binds no mark."""
+        return attrs.evolve(self.claim, marked=False)
+
+    def _gated_start(self) -> Key | None:
+        """Where the reclaims after a gated claim walk from: the head."""
+        return HEAD if self.claim.marked else None
+
     def _plain_claim(
         self, queue: str, batch_size: int, full: bool, start: Key | None = None
     ) -> Statement:
@@ -404,7 +415,11 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         full = options.include_metadata
 
         def steps() -> Steps[list[Job]]:
-            return (yield from self._fresh_claim(queue, batch_size, full))
+            gated = claim_gate.fetch_statement(self, queue, batch_size, full)
+            if gated is None:
+                return (yield from self._fresh_claim(queue, batch_size, full))
+            rows = yield gated
+            return (yield from self._claimed_jobs(queue, rows, full, self._gated_start()))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
@@ -577,8 +592,15 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         params = (queue, *([] if one else [batch_size]), *completion[1:])
 
         def steps() -> Steps[Handoff]:
-            start = self._claim_start(queue)
-            rows = yield Statement(sql, params + (() if start is None else start))
+            gated = claim_gate.handoff_statement(
+                self, queue, targets, output_json, batch_size, full
+            )
+            if gated is None:
+                start = self._claim_start(queue)
+                rows = yield Statement(sql, params + (() if start is None else start))
+            else:
+                start = self._gated_start()
+                rows = yield gated
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["flow_parents"]):
                 # Plus what the statement completed: nothing (a flow parent stops it whole),

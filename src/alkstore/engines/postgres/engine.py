@@ -12,9 +12,11 @@ package docstring says how the modules depend on one another.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
 
 from ...core.description import EngineDescription, ServerInfo
+from . import claim_gate
 from .claim import ClaimMixin
 from .counters import CountersMixin
 from .failing import FailMixin
@@ -88,6 +90,23 @@ class PostgresEngine(
     description: ClassVar[EngineDescription] = POSTGRES
     session_setup: ClassVar[tuple[str, ...]] = SESSION_SETUP
     """Statements run on every connection the store opens (never on a caller's)."""
+    option_names: ClassVar[frozenset[str]] = frozenset({claim_gate.OPTION})
+    """``engine_options`` keys :meth:`configure` accepts: ``claim_gate`` (:mod:`.claim_gate`)."""
+
+    @classmethod
+    def configure(
+        cls,
+        schema: str,
+        options: Mapping[str, Any],
+        *,
+        emulated: bool = False,
+        server: ServerInfo | None = None,
+    ) -> Self:
+        """The engine on ``schema``; ``claim_gate=True`` gates its plain claims, refused
+        where the engine lacks what the gate needs (:func:`.claim_gate.configured`)."""
+        engine = super().configure(schema, options, emulated=emulated, server=server)
+        engine.claim_gate = claim_gate.configured(options, engine.name, engine.capabilities)
+        return engine
 
     def test_hooks(self) -> PostgresTestHooks:
         """Plans the conformance suite sets up and reads state with (:mod:`.hooks`)."""

@@ -341,6 +341,60 @@ CLAIM_FUNCTION_VERSION = 10
 (:mod:`alkstore.engines.citus_calls`)."""
 
 
+def _v12_taken(s: str, caps: Capabilities) -> list[str]:
+    """Taken by another branch of this round (the lead renumbers at merge)."""
+    return []
+
+
+GATE_FUNCTION = "claim_gate"
+"""The function of the gated claim (:mod:`.claim_gate`), in the job schema from version 11."""
+
+
+def _v11(s: str, caps: Capabilities) -> list[str]:
+    """The gated claim's function (:mod:`.claim_gate`, docs/benchmarks.md "Claim scaling").
+
+    It prepares the claim statement ``claim`` in the session once (a prepared statement
+    named by the statement's hash, so the server keeps its plan as for an ungated claim),
+    then takes the first free one of ``slots`` transaction advisory locks ``(gate, slot)``,
+    or else waits on one (the store's ``lock_timeout`` bounds the wait), and then runs the
+    prepared claim with the queue, limit and, for a completion (``ids`` not NULL), its
+    targets and output. The values reach the statement as literals quoted by ``format``'s
+    ``%L``. A statement of a volatile function takes its snapshot when it starts, so the
+    claim sees every claim that held the slot before it committed. ``SETOF record``: the
+    caller names the columns of the rows, so the function does not change when they do.
+    Installed where the server has advisory locks and PL/pgSQL."""
+    if not (caps.advisory_locks and caps.plpgsql):
+        return []
+    return [
+        f"""CREATE FUNCTION {s}.{GATE_FUNCTION}(gate int, slots int, claim text, q text,
+                lim bigint, ids uuid[], rcs int[], out_json text)
+        RETURNS SETOF record LANGUAGE plpgsql VOLATILE AS $fn$
+        DECLARE
+          prepared text := 'alkstore_gate_' || md5(claim);
+          call text;
+        BEGIN
+          IF NOT EXISTS (SELECT FROM pg_prepared_statements p WHERE p.name = prepared) THEN
+            EXECUTE format('PREPARE %I AS %s', prepared, claim);
+          END IF;
+          IF ids IS NULL THEN
+            call := format('EXECUTE %I(%L, %L)', prepared, q, lim);
+          ELSE
+            call := format('EXECUTE %I(%L, %L, %L, %L, %L)', prepared, q, lim, ids, rcs,
+                           out_json);
+          END IF;
+          FOR slot IN 0 .. slots - 1 LOOP
+            IF pg_try_advisory_xact_lock(gate, slot) THEN
+              RETURN QUERY EXECUTE call;
+              RETURN;
+            END IF;
+          END LOOP;
+          PERFORM pg_advisory_xact_lock(gate, pg_backend_pid() % slots);
+          RETURN QUERY EXECUTE call;
+        END
+        $fn$"""
+    ]
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1,
     2: _v2,
@@ -352,6 +406,8 @@ MIGRATIONS: dict[int, Migration] = {
     8: _v8,
     9: _v9,
     10: _v10,
+    11: _v11,
+    12: _v12_taken,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 
