@@ -341,6 +341,22 @@ CLAIM_FUNCTION_VERSION = 10
 (:mod:`alkstore.engines.citus_calls`)."""
 
 
+def _v11_taken(s: str, caps: Capabilities) -> list[str]:
+    """Placeholder: this version number belongs to another branch of this round."""
+    return []
+
+
+def _v12(s: str, caps: Capabilities) -> list[str]:
+    """No table changes: at this version each queue of sharded Citus gets a claim function
+    of its own (``CitusDistributedEngine.after_upgrade``, :data:`QUEUE_CLAIMS_VERSION`)."""
+    return []
+
+
+QUEUE_CLAIMS_VERSION = 12
+"""The version from which each queue of a sharded Citus schema has its own claim function
+(:func:`alkstore.engines.citus_calls.queue_claim_maker`)."""
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1,
     2: _v2,
@@ -352,6 +368,8 @@ MIGRATIONS: dict[int, Migration] = {
     8: _v8,
     9: _v9,
     10: _v10,
+    11: _v11_taken,
+    12: _v12,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 
