@@ -17,7 +17,7 @@ import pytest
 from alkstore.core.options import Policy
 from alkstore.core.targets import targets
 from alkstore.engines.citus import CitusDistributedEngine
-from alkstore.engines.citus_calls import claim_function
+from alkstore.engines.citus_calls import claim_call, claim_function, queue_claim_maker
 from alkstore.engines.emulation import CITUS_DISTRIBUTED, EmulationRejected, citus_distributed
 from alkstore.engines.postgres.policies import keyed_claim_sql
 from alkstore.engines.postgres.sql import seconds_after
@@ -447,6 +447,11 @@ REJECT += [
     )
 ]
 ACCEPT += [("row-lock-filter", _CLAIM_FUNCTION), ("spread-from-one-shard", _CLAIM_FUNCTION)]
+# A queue's own copy of it, made on the server from that body, and its call (Task Count: 1).
+ACCEPT += [
+    ("row-lock-filter", queue_claim_maker('"s"')),
+    ("spread-from-one-shard", claim_call('"s"', "id", "$1::text, 1, $2, $3, $4", "q")),
+]
 
 
 def _params(cases: list[Any]) -> list[Any]:

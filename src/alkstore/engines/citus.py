@@ -19,12 +19,14 @@ import attrs
 
 from ..core.description import EngineDescription, Gap, ServerInfo
 from ..core.errors import InvalidOptions
+from ..core.identifiers import quote_ident
+from ..core.options import QueueOptions
 from ..core.plans import Plan, Statement, Steps
 from ..core.validation import check_engine_options
 from . import citus_calls
 from .postgres import POSTGRES, PostgresEngine
 from .postgres.hooks import PostgresTestHooks
-from .postgres.schema import CLAIM_FUNCTION_VERSION
+from .postgres.schema import CLAIM_FUNCTION_VERSION, QUEUE_CLAIMS_VERSION
 from .postgres.sql import JOB_COLUMNS, LEAN_JOB_COLUMNS
 
 
@@ -140,25 +142,62 @@ class CitusDistributedEngine(CitusEngine):
 
     def after_upgrade(self, installed: int, target: int) -> list[Statement]:
         """Create the claim function (:mod:`.citus_calls`) when the schema reaches the version
-        that has it; distribute it where the job table is (a real cluster).
+        that has it, and the per-queue claim functions at theirs (for the queues already
+        there too); distribute them where the job table is (a real cluster).
 
-        Emulated, the function is created all the same and runs on stock PostgreSQL where it
-        is called: the conformance suite checks the same body the cluster runs."""
-        if not installed < CLAIM_FUNCTION_VERSION <= target:
-            return []
-        moved: list[Statement] = []
-        if installed and not self.emulated:
-            # A schema installed before: its job_blocked is a reference table.
-            moved = [
-                Statement("SELECT undistribute_table($1::regclass)", (f"{self.s}.job_blocked",)),
-                *_blocked_beside_job(self.s),
-            ]
-        return [*moved, *citus_calls.install(self.s, distribute=not self.emulated)]
+        Emulated, the functions are created all the same and run on stock PostgreSQL where
+        they are called: the conformance suite checks the same bodies the cluster runs."""
+        statements: list[Statement] = []
+        if installed < CLAIM_FUNCTION_VERSION <= target:
+            if installed and not self.emulated:
+                # A schema installed before: its job_blocked is a reference table.
+                statements += [
+                    Statement(
+                        "SELECT undistribute_table($1::regclass)", (f"{self.s}.job_blocked",)
+                    ),
+                    *_blocked_beside_job(self.s),
+                ]
+            statements += citus_calls.install(self.s, distribute=not self.emulated)
+        if installed < QUEUE_CLAIMS_VERSION <= target:
+            statements += citus_calls.install_queue_claims(
+                self.s, distribute=not self.emulated, existing=bool(installed)
+            )
+        return statements
+
+    def create_queue(self, name: str, options: QueueOptions) -> Plan[None]:
+        """Create the queue and, in the same transaction, its own claim function
+        (:func:`.citus_calls.queue_claim_maker`), distributed beside its jobs."""
+        plan = super().create_queue(name, options)
+        distribute = not self.emulated
+        made = citus_calls.queue_claim(self.s, "$1::text", 2, distribute=distribute)
+        claim = Statement(
+            f"SELECT {made} AS made",
+            (name, *citus_calls.queue_claim_params(self.s, distribute=distribute)),
+        )
+
+        def steps() -> Steps[None]:
+            yield from plan.steps()
+            yield claim
+
+        return attrs.evolve(plan, steps=steps, transaction=True)
+
+    def delete_queue(self, name: str) -> Plan[None]:
+        """Delete the queue, its jobs and its own claim function, in one transaction."""
+        plan = super().delete_queue(name)
+        function = quote_ident(citus_calls.queue_claim_name(name))
+        drop = Statement(
+            f"DROP FUNCTION IF EXISTS {self.s}.{function}{citus_calls.CLAIM_SIGNATURE}"
+        )
+
+        def steps() -> Steps[None]:
+            yield from plan.steps()
+            yield drop
+
+        return attrs.evolve(plan, steps=steps)
 
     def _claim_sql(self, kind: str, full: bool, one: bool, queue: str) -> str:
-        """The claim and ``complete_and_fetch`` as a call of the claim function, with the
-        statements' parameters in their order (see :mod:`.citus_calls`); the same for every
-        queue (sharded Citus has no partition of a queue's own)."""
+        """The claim and ``complete_and_fetch`` as a call of ``queue``'s own claim function,
+        with the statements' parameters in their order (see :mod:`.citus_calls`)."""
 
         def build() -> str:
             returned = ", ".join(
@@ -173,9 +212,9 @@ class CitusDistributedEngine(CitusEngine):
                     if one
                     else "$1::text, $2::bigint, $3::uuid[], $4::int[], $5::text"
                 )
-            return citus_calls.claim_call(self.s, returned, args)
+            return citus_calls.claim_call(self.s, returned, args, queue)
 
-        return self.built_once(("claim", kind, full, one), build)
+        return self.built_once(("claim", kind, full, one, queue), build)
 
     def _unflowed_completing(self, include_queued: bool) -> str:
         """``complete`` as a call of the claim function claiming nothing (a completion that

@@ -156,7 +156,12 @@ def _spread_from_one_shard(
       :mod:`alkstore.engines.citus_calls`): ``Task Count: 1``, a ``Function Scan on
       claim_next`` on the worker holding the queue's shard (DEBUG: "pushing down the function
       call"); its ``CREATE FUNCTION`` is checked as one text, each statement of the body with
-      ``j.name = $1`` (the queue argument) and one table; expiry of a queue (``j.name = $1``
+      ``j.name = $1`` (the queue argument) and one table; the call of a queue's own copy of
+      it (``SELECT … FROM claim_<md5 of the name>($1, …)``, prepared with parameters, made by
+      ``claim_function_for`` from that checked body with the queue's name written in where it
+      reads ``name = $1``): ``Task Count: 1``, ``Function Scan on claim_ff33…`` on the worker
+      holding the shard, and on that worker (DEBUG2) "Local executor: Using task's cached
+      local plan" from the sixth call on; expiry of a queue (``j.name = $1``
       per queue): ``Task Count: 1`` for every part, where the names bound as an array ran its
       UPDATEs on all 32 shards (its find reads every shard: maintenance across queues).
     """

@@ -341,11 +341,6 @@ CLAIM_FUNCTION_VERSION = 10
 (:mod:`alkstore.engines.citus_calls`)."""
 
 
-def _v12_taken(s: str, caps: Capabilities) -> list[str]:
-    """Taken by another branch of this round (the lead renumbers at merge)."""
-    return []
-
-
 GATE_FUNCTION = "claim_gate"
 """The function of the gated claim (:mod:`.claim_gate`), in the job schema from version 11."""
 
@@ -395,6 +390,17 @@ def _v11(s: str, caps: Capabilities) -> list[str]:
     ]
 
 
+def _v12(s: str, caps: Capabilities) -> list[str]:
+    """No table changes: at this version each queue of sharded Citus gets a claim function
+    of its own (``CitusDistributedEngine.after_upgrade``, :data:`QUEUE_CLAIMS_VERSION`)."""
+    return []
+
+
+QUEUE_CLAIMS_VERSION = 12
+"""The version from which each queue of a sharded Citus schema has its own claim function
+(:func:`alkstore.engines.citus_calls.queue_claim_maker`)."""
+
+
 MIGRATIONS: dict[int, Migration] = {
     1: _v1,
     2: _v2,
@@ -407,7 +413,7 @@ MIGRATIONS: dict[int, Migration] = {
     9: _v9,
     10: _v10,
     11: _v11,
-    12: _v12_taken,
+    12: _v12,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 
