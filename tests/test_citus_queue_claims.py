@@ -19,6 +19,7 @@ from alkstore.engines.citus_calls import (
     claim_call,
     queue_claim_name,
 )
+from alkstore.engines.postgres.schema import QUEUE_CLAIMS_VERSION
 
 QUEUE = "A-b.c/d"
 """A queue name with every kind of character a name may have."""
@@ -89,11 +90,13 @@ def test_the_upgrade_gives_the_queues_already_there_their_functions(
     with _store(pg_dsn, schema_name) as store:
         store.create_queue(QUEUE)
         job = store.send(QUEUE, {})
-    # Back to the schema before per-queue functions: version 10, the generic function only.
+    # Back to the schema before per-queue functions: the generic function only.
     with psycopg.connect(pg_dsn) as conn:
         for name in (queue_claim_name(QUEUE), QUEUE_CLAIM_MAKER):
             conn.execute(f'DROP FUNCTION "{schema_name}".{name}')
-        conn.execute(f'UPDATE "{schema_name}".version SET version = 10')
+        conn.execute(
+            f'UPDATE "{schema_name}".version SET version = %s', (QUEUE_CLAIMS_VERSION - 1,)
+        )
     assert queue_claim_name(QUEUE) not in _functions(pg_dsn, schema_name)
 
     with _store(pg_dsn, schema_name) as store:

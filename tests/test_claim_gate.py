@@ -18,19 +18,9 @@ from alkstore.core.errors import InvalidOptions
 from alkstore.engines.postgres import PostgresEngine
 from alkstore.engines.postgres.claim_gate import GATE_SLOTS, configured, gate_key
 from alkstore.engines.postgres.identifiers import quote_schema
+from lock_waits import wait_for_a_lock_wait
 
 GATE_ON = {"claim_gate": True}
-
-ADVISORY_WAITS = """SELECT count(*) FROM pg_stat_activity
-    WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'
-      AND datname = current_database()"""
-
-
-def _wait_for_an_advisory_wait(conn: psycopg.Connection[Any], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while conn.execute(ADVISORY_WAITS).fetchone()[0] == 0:  # type: ignore[index]
-        assert time.monotonic() < deadline, "the fetch never waited at the gate"
-        time.sleep(0.01)  # polling interval; the condition above is what synchronises
 
 
 def test_a_plain_fetch_waits_while_every_slot_of_the_gate_is_held(pg_dsn, schema_name):
@@ -45,7 +35,7 @@ def test_a_plain_fetch_waits_while_every_slot_of_the_gate_is_held(pg_dsn, schema
                 )
             fetcher = threading.Thread(target=lambda: result.update(jobs=store.fetch("q")))
             fetcher.start()
-            _wait_for_an_advisory_wait(locker)
+            wait_for_a_lock_wait(locker, "the fetch", "advisory")
             assert fetcher.is_alive()
             locker.rollback()  # opens the gate
             fetcher.join(timeout=30)

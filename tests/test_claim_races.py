@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import psycopg
 
 import alkstore
 from alkstore.engines.postgres.identifiers import quote_schema
-
-LOCK_WAITS = """SELECT count(*) FROM pg_stat_activity
-    WHERE wait_event_type = 'Lock' AND datname = current_database()"""
-
-
-def _wait_for_a_lock_wait(conn: psycopg.Connection[Any], seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while conn.execute(LOCK_WAITS).fetchone()[0] == 0:  # type: ignore[index]
-        assert time.monotonic() < deadline, "the claim never waited for the lock"
-        time.sleep(0.01)  # polling interval; the condition above is what synchronises
+from lock_waits import wait_for_a_lock_wait
 
 
 def test_a_job_changed_while_the_claim_waits_is_still_claimed(pg_dsn, schema_name):
@@ -39,7 +29,7 @@ def test_a_job_changed_while_the_claim_waits_is_still_claimed(pg_dsn, schema_nam
                 target=lambda: result.update(handoff=store.complete_and_fetch("q", job))
             )
             worker.start()
-            _wait_for_a_lock_wait(other)
+            wait_for_a_lock_wait(other, "the claim")
             other.execute(f"UPDATE {s}.job SET priority = priority WHERE id = %s", (waiting,))
             locker.commit()
             worker.join(timeout=30)

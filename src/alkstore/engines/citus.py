@@ -27,7 +27,7 @@ from . import citus_calls
 from .postgres import POSTGRES, PostgresEngine
 from .postgres.hooks import PostgresTestHooks
 from .postgres.schema import CLAIM_FUNCTION_VERSION, QUEUE_CLAIMS_VERSION
-from .postgres.sql import JOB_COLUMNS, LEAN_JOB_COLUMNS
+from .postgres.sql import JOB_COLUMNS, LEAN_JOB_COLUMNS, output_names
 
 
 def _citus(server: ServerInfo) -> bool:
@@ -200,9 +200,7 @@ class CitusDistributedEngine(CitusEngine):
         with the statements' parameters in their order (see :mod:`.citus_calls`)."""
 
         def build() -> str:
-            returned = ", ".join(
-                citus_calls.output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS)
-            )
+            returned = ", ".join(output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS))
             if kind == "fetch":
                 limit = "1" if one else "$2::bigint"
                 args = f"$1::text, {limit}, '{{}}', '{{}}', NULL"

@@ -32,9 +32,10 @@ from ..core.plans import Statement
 from ..core.states import Operation
 from .postgres.policies import PLAIN_QUEUE
 from .postgres.sql import (
-    JOB_COLUMNS,
     RETURNED_JOB_COLUMNS,
     accepted,
+    counted_job_columns,
+    job_column_types,
     seconds_after,
     targeted_state,
 )
@@ -48,61 +49,11 @@ CLAIM_SIGNATURE = "(text, bigint, uuid[], int[], text)"
 QUEUE_CLAIM_MAKER = "claim_function_for"
 """The function creating a queue's own claim function (:func:`queue_claim_maker`)."""
 
-# The job table's types of the columns JOB_COLUMNS returns uncast (the cast ones are text).
-_TYPES = {
-    "id": "uuid",
-    "name": "text",
-    "state": "text",
-    "priority": "int",
-    "retry_count": "int",
-    "retry_limit": "int",
-    "retry_delay": "int",
-    "retry_backoff": "bool",
-    "retry_delay_max": "int",
-    "expire_seconds": "int",
-    "heartbeat_seconds": "int",
-    "retention_seconds": "int",
-    "deletion_seconds": "int",
-    "singleton_key": "text",
-    "group_id": "text",
-    "group_tier": "text",
-    "start_after": "timestamptz",
-    "created_on": "timestamptz",
-    "started_on": "timestamptz",
-    "completed_on": "timestamptz",
-    "heartbeat_on": "timestamptz",
-    "keep_until": "timestamptz",
-    "source_queue": "text",
-    "source_id": "uuid",
-    "source_retry_count": "int",
-    "source_root_id": "uuid",
-    "source_created_on": "timestamptz",
-    "dead_letter": "text",
-}
-
-
-def output_names(columns: str) -> list[str]:
-    """The output names of a column list such as :data:`JOB_COLUMNS`."""
-    return [item.strip().rpartition(" AS ")[2] for item in columns.split(",")]
-
-
-def _job_columns() -> list[tuple[str, str]]:
-    """(name, type) of each column of :data:`JOB_COLUMNS`, as the function returns them."""
-    return [
-        (name, "text" if f"::text AS {name}" in JOB_COLUMNS else _TYPES[name])
-        for name in output_names(JOB_COLUMNS)
-    ]
-
-
 COUNTS = ("completed", "flow_parents", "picked")
 """The counts heading every row the function returns, as the statements they replace return
 them: jobs completed, targets left alone because flow jobs wait for them, jobs claimed."""
 
-_RETURNED_TABLE = "TABLE ({})".format(
-    ", ".join(
-        [f"{name} bigint" for name in COUNTS] + [f"{name} {kind}" for name, kind in _job_columns()]
-    )
-)
+_RETURNED_TABLE = f"TABLE ({counted_job_columns(COUNTS)})"
 
 
 def claim_function(s: str) -> str:
@@ -130,7 +81,7 @@ def claim_function(s: str) -> str:
     about 160 kB per claim, 1.2 GB in 20 s of one client. Custom plans are freed after each
     call, for about 7 % more of the worker's CPU per call (docs/benchmarks.md, "Citus").
     """
-    nulls = ", ".join(f"NULL::{kind}" for _name, kind in _job_columns())
+    nulls = ", ".join(f"NULL::{kind}" for _name, kind in job_column_types())
     completable = targeted_state(Operation.COMPLETE)
     fence = "(j.id = ANY(unfenced) OR (j.id::text || ':' || j.retry_count) = ANY(fenced))"
     heartbeat = seconds_after("t", "0 * j.heartbeat_seconds")

@@ -38,9 +38,15 @@ from ...core.capabilities import Capabilities
 from ...core.errors import InvalidOptions
 from ...core.plans import Statement
 from ...core.targets import Targets
-from ..citus_calls import _job_columns, output_names
 from .schema import GATE_FUNCTION, rows_table
-from .sql import JOB_COLUMNS, LEAN_JOB_COLUMNS, RETURNED_JOB_COLUMNS, target_params
+from .sql import (
+    JOB_COLUMNS,
+    LEAN_JOB_COLUMNS,
+    RETURNED_JOB_COLUMNS,
+    counted_job_columns,
+    output_names,
+    target_params,
+)
 
 OPTION = "claim_gate"
 """The ``engine_options`` key that turns the gate on."""
@@ -122,11 +128,6 @@ def gate_key(schema: str, queue: str) -> int:
     return int.from_bytes(digest[:4], "big", signed=True)
 
 
-def _column_list(counts: tuple[str, ...]) -> str:
-    """The column definition list of the function's rows: ``counts`` then every job column."""
-    return ", ".join([*(f"{c} bigint" for c in counts), *(f"{n} {t}" for n, t in _job_columns())])
-
-
 def _call(engine: ClaimingEngine, counts: tuple[str, ...], full: bool) -> str:
     """The call of the gate function returning ``counts`` and the (``full``, else lean) job
     columns; the arguments: gate key, slots, the claim statement, queue, limit, targets and
@@ -137,7 +138,7 @@ def _call(engine: ClaimingEngine, counts: tuple[str, ...], full: bool) -> str:
         lambda: (
             f"""SELECT {names} FROM {engine.s}.{GATE_FUNCTION}(
                 $1::int, $2::int, $3::text, $4::text, $5::bigint, $6::uuid[], $7::int[], $8::text)
-            AS c({_column_list(counts)})"""
+            AS c({counted_job_columns(counts)})"""
         ),
     )
 

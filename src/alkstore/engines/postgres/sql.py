@@ -38,6 +38,61 @@ RETURNED_LEAN_JOB_COLUMNS = ", ".join("j." + c.strip() for c in LEAN_JOB_COLUMNS
 """:data:`LEAN_JOB_COLUMNS` of the job table aliased ``j`` (in ``RETURNING`` lists)."""
 
 
+# The job table's types of the columns JOB_COLUMNS returns uncast (the cast ones are text).
+_UNCAST_TYPES = {
+    "id": "uuid",
+    "name": "text",
+    "state": "text",
+    "priority": "int",
+    "retry_count": "int",
+    "retry_limit": "int",
+    "retry_delay": "int",
+    "retry_backoff": "bool",
+    "retry_delay_max": "int",
+    "expire_seconds": "int",
+    "heartbeat_seconds": "int",
+    "retention_seconds": "int",
+    "deletion_seconds": "int",
+    "singleton_key": "text",
+    "group_id": "text",
+    "group_tier": "text",
+    "start_after": "timestamptz",
+    "created_on": "timestamptz",
+    "started_on": "timestamptz",
+    "completed_on": "timestamptz",
+    "heartbeat_on": "timestamptz",
+    "keep_until": "timestamptz",
+    "source_queue": "text",
+    "source_id": "uuid",
+    "source_retry_count": "int",
+    "source_root_id": "uuid",
+    "source_created_on": "timestamptz",
+    "dead_letter": "text",
+}
+
+
+def output_names(columns: str) -> list[str]:
+    """The output names of a column list such as :data:`JOB_COLUMNS`."""
+    return [item.strip().rpartition(" AS ")[2] for item in columns.split(",")]
+
+
+def job_column_types() -> list[tuple[str, str]]:
+    """(name, type) of each column of :data:`JOB_COLUMNS`, as a function returning them
+    declares them (the cast ones as text)."""
+    return [
+        (name, "text" if f"::text AS {name}" in JOB_COLUMNS else _UNCAST_TYPES[name])
+        for name in output_names(JOB_COLUMNS)
+    ]
+
+
+def counted_job_columns(counts: Sequence[str]) -> str:
+    """The column definitions of rows that carry the bigint ``counts`` then every column of
+    :data:`JOB_COLUMNS` (a function's ``RETURNS TABLE`` or a call's column list)."""
+    return ", ".join(
+        [*(f"{c} bigint" for c in counts), *(f"{n} {t}" for n, t in job_column_types())]
+    )
+
+
 def returned_columns(full: bool) -> str:
     """:data:`RETURNED_JOB_COLUMNS` for full jobs, else :data:`RETURNED_LEAN_JOB_COLUMNS`."""
     return RETURNED_JOB_COLUMNS if full else RETURNED_LEAN_JOB_COLUMNS
