@@ -134,7 +134,15 @@ class _LoopThread:
 class StoreHandle:
     """A store on a schema of its own, seen synchronously, plus test-only tools."""
 
-    def __init__(self, backend: Backend, driver: str, schema: str, *, owner: bool = True) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        driver: str,
+        schema: str,
+        *,
+        owner: bool = True,
+        engine_options: dict[str, Any] | None = None,
+    ) -> None:
         self.owner = owner
         # An in-memory schema costs nothing to create: a test there always gets a new one.
         self.recyclable = owner and backend.engine_name != MEMORY_ENGINE
@@ -149,20 +157,26 @@ class StoreHandle:
         self.is_async = spec.is_async
         self._loop: _LoopThread | None = None
         self._store: Store | AsyncStore
+        extra: dict[str, Any] = {} if engine_options is None else {"engine_options": engine_options}
         if self.is_async:
             self._loop = _LoopThread()
-            self._store = self._loop.run(
-                _awaited(
-                    connect_async(
-                        backend.dsn,
-                        engine=backend.engine_name,
-                        driver=spec.name,
-                        schema=schema,
-                        emulate=backend.emulate,
-                        **backend.options,
+            try:
+                self._store = self._loop.run(
+                    _awaited(
+                        connect_async(
+                            backend.dsn,
+                            engine=backend.engine_name,
+                            driver=spec.name,
+                            schema=schema,
+                            emulate=backend.emulate,
+                            **backend.options,
+                            **extra,
+                        )
                     )
                 )
-            )
+            except BaseException:
+                self._loop.stop()
+                raise
         else:
             self._store = connect(
                 backend.dsn,
@@ -171,6 +185,7 @@ class StoreHandle:
                 schema=schema,
                 emulate=backend.emulate,
                 **backend.options,
+                **extra,
             )
 
     @property
@@ -231,9 +246,12 @@ class StoreHandle:
         """Each table or partition holding jobs -> its job count."""
         return self.run_plan(self.hooks.job_storage())  # type: ignore[no-any-return]
 
-    def sibling(self) -> StoreHandle:
-        """Another store on the same schema and driver (it does not drop the schema)."""
-        return StoreHandle(self.backend, self.driver, self.schema, owner=False)
+    def sibling(self, engine_options: dict[str, Any] | None = None) -> StoreHandle:
+        """Another store on the same schema and driver (it does not drop the schema), its
+        engine configured with ``engine_options`` if given."""
+        return StoreHandle(
+            self.backend, self.driver, self.schema, owner=False, engine_options=engine_options
+        )
 
     def close(self) -> None:
         """Close the store. The handle that created the schema resets it and hands it back
