@@ -240,6 +240,7 @@ def test_wal(_bench_dsn: str, tmp_path: Path) -> None:
     ]
     for row in rows:
         assert row["send_bytes_per_job"] > 0 and row["drain_bytes_per_job"] > 0
+        assert row["send_records_per_job"] >= 1  # the job's row at least
         assert row["drain_records_per_job"] >= 2  # at least a claim and a completion
     assert [r["ratio"] for r in rows if r["system"] == "raw-sql"] == [1.0, 1.0]
 

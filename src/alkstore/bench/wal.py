@@ -6,7 +6,10 @@ drained by one consumer that fetches ``batch`` jobs and completes them (``drain`
 fetch + complete cycle). Each phase's figure is the WAL it wrote over ``jobs``, from
 ``pg_current_wal_insert_lsn()`` before and after: the position WAL has been generated to,
 not the one written out, which lags behind asynchronous commits. Records and full-page
-images come from ``pg_stat_wal`` (PostgreSQL 14+). A full-page image is written for the
+images come from ``pg_stat_wal`` (PostgreSQL 14+), which a backend adds its counts to only
+when it goes idle at least a second after its last report, after 10 s idle, or when it
+exits: so each phase opens its own connections, closes them, and the counters are read once
+every backend the phase started has left. A full-page image is written for the
 first change of each page after a checkpoint, so the figures depend on the checkpoint
 spacing: both systems get the same. The throwaway server runs with ``autovacuum = off`` so
 that no vacuum's WAL lands in a phase.
@@ -15,6 +18,7 @@ that no vacuum's WAL lands in a phase.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,28 +72,58 @@ class _Wal:
 
 def _phase(dsn: str, action: Callable[[], None]) -> tuple[int, int | None, int | None]:
     wal = _Wal(dsn)
+    present = _client_backends(dsn)
     before = wal.read()
     action()
+    _await_exit(dsn, present)
     after = wal.read()
     records = None if after[1] is None or before[1] is None else after[1] - before[1]
     fpi = None if after[2] is None or before[2] is None else after[2] - before[2]
     return after[0] - before[0], records, fpi
 
 
+EXIT_DEADLINE = 30.0
+"""Seconds a phase's closed connections get to leave the server (see :func:`_await_exit`)."""
+
+
+def _client_backends(dsn: str) -> set[int]:
+    with admin_connection(dsn) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
+        ).fetchall()
+    return {int(row[0]) for row in rows}
+
+
+def _await_exit(dsn: str, present: set[int]) -> None:
+    """Wait until every client backend started since ``present`` was taken has exited.
+
+    A backend reports its WAL counters before it leaves ``pg_stat_activity``, so once the
+    phase's backends are gone ``pg_stat_wal`` holds all they wrote.
+    """
+    deadline = time.monotonic() + EXIT_DEADLINE
+    while left := _client_backends(dsn) - present:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"backends {sorted(left)} of a WAL phase were still connected after "
+                f"{EXIT_DEADLINE:.0f} s"
+            )
+        time.sleep(0.02)
+
+
 def _alkstore(dsn: str, jobs: int, batch: int) -> tuple[Callable[[], None], Callable[[], None]]:
     drop_schema(dsn, SCHEMA)
-    store = alkstore.connect(dsn, schema=SCHEMA, pool_size=1)
-    store.create_queue(QUEUE)
+    with alkstore.connect(dsn, schema=SCHEMA, pool_size=1) as store:
+        store.create_queue(QUEUE)
 
     def send() -> None:
-        send_in_batches(lambda specs: store.send_many(QUEUE, specs), jobs)
+        with alkstore.connect(dsn, schema=SCHEMA, pool_size=1, migrate=False) as store:
+            send_in_batches(lambda specs: store.send_many(QUEUE, specs), jobs)
 
     def drain() -> None:
-        try:
+        with alkstore.connect(dsn, schema=SCHEMA, pool_size=1, migrate=False) as store:
             while jobs_ := store.fetch(QUEUE, batch_size=batch):
                 store.complete(QUEUE, jobs_)
-        finally:
-            store.close()
 
     return send, drain
 
@@ -97,26 +131,27 @@ def _alkstore(dsn: str, jobs: int, batch: int) -> tuple[Callable[[], None], Call
 def _raw(dsn: str, jobs: int, batch: int) -> tuple[Callable[[], None], Callable[[], None]]:
     create_schema(dsn, SCHEMA)
     sql = Statements(SCHEMA)
-    conn = admin_connection(dsn)
-    for statement in sql.create:
-        conn.execute(statement)
+    with admin_connection(dsn) as conn:
+        for statement in sql.create:
+            conn.execute(statement)
 
-    def execute(statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    def execute(
+        conn: psycopg.Connection[Any], statement: str, params: Sequence[Any]
+    ) -> list[tuple[Any, ...]]:
         with psycopg.RawCursor(conn) as raw:
             raw.execute(statement, params, prepare=True)
             return raw.fetchall() if raw.description else []
 
     def send() -> None:
-        for numbers in numbered_batches(jobs):
-            payloads = [json.dumps(s["data"]) for s in job_specs(numbers.start, len(numbers))]
-            execute(sql.insert, [payloads])
+        with admin_connection(dsn) as conn:
+            for numbers in numbered_batches(jobs):
+                payloads = [json.dumps(s["data"]) for s in job_specs(numbers.start, len(numbers))]
+                execute(conn, sql.insert, [payloads])
 
     def drain() -> None:
-        try:
-            while claimed := execute(sql.claim, [batch]):
-                execute(sql.complete, [[row[0] for row in claimed]])
-        finally:
-            conn.close()
+        with admin_connection(dsn) as conn:
+            while claimed := execute(conn, sql.claim, [batch]):
+                execute(conn, sql.complete, [[row[0] for row in claimed]])
 
     return send, drain
 
