@@ -50,6 +50,14 @@ def name_list(choices: Sequence[str]) -> Any:
     return parse
 
 
+def latency_peers(text: str) -> list[str]:
+    """``bench latency --peers``: comma-separated latency peers, or ``none`` (alkstore alone)."""
+    if text.strip().lower() == "none":
+        return []
+    names: list[str] = name_list(LATENCY_PEERS)(text)
+    return names
+
+
 def setting(text: str) -> tuple[str, str]:
     """``name=value`` of a server setting."""
     name, sep, value = text.partition("=")
@@ -228,10 +236,10 @@ def register(subparsers: Any) -> None:
     latency.add_argument("--batch", type=int, default=10, help="consumer fetch batch size")
     latency.add_argument(
         "--peers",
-        type=name_list(LATENCY_PEERS),
+        type=latency_peers,
         default=list(LATENCY_PEERS),
         help=f"comma-separated peers whose workers are measured too: {', '.join(LATENCY_PEERS)} "
-        "(all)",
+        "(all), or none",
     )
 
     rss = _subcommand(sub, "rss", "worker RSS sampled through a drain through work()", _rss)
@@ -524,4 +532,4 @@ def _peers(args: argparse.Namespace) -> int:
     )
 
 
-__all__ = ["int_list", "name_list", "register", "setting"]
+__all__ = ["int_list", "latency_peers", "name_list", "register", "setting"]

@@ -12,7 +12,7 @@ Declarative partitioning is off (the table is sharded instead).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Self, cast
 
 import attrs
@@ -20,13 +20,14 @@ import attrs
 from ..core.description import EngineDescription, Gap, ServerInfo
 from ..core.errors import InvalidOptions
 from ..core.identifiers import quote_ident
-from ..core.options import QueueOptions
+from ..core.options import NewJob, QueueOptions
 from ..core.plans import Plan, Statement, Steps
 from ..core.validation import check_engine_options
-from . import citus_calls
+from . import citus_calls, citus_send
 from .postgres import POSTGRES, PostgresEngine
 from .postgres.hooks import PostgresTestHooks
-from .postgres.schema import CLAIM_FUNCTION_VERSION, QUEUE_CLAIMS_VERSION
+from .postgres.runtime import channel
+from .postgres.schema import CLAIM_FUNCTION_VERSION, QUEUE_CLAIMS_VERSION, SEND_FUNCTION_VERSION
 from .postgres.sql import JOB_COLUMNS, LEAN_JOB_COLUMNS, output_names
 
 
@@ -143,7 +144,8 @@ class CitusDistributedEngine(CitusEngine):
     def after_upgrade(self, installed: int, target: int) -> list[Statement]:
         """Create the claim function (:mod:`.citus_calls`) when the schema reaches the version
         that has it, and the per-queue claim functions at theirs (for the queues already
-        there too); distribute them where the job table is (a real cluster).
+        there too); distribute them where the job table is (a real cluster). Create the send
+        function (:mod:`.citus_send`) at its version.
 
         Emulated, the functions are created all the same and run on stock PostgreSQL where
         they are called: the conformance suite checks the same bodies the cluster runs."""
@@ -162,7 +164,21 @@ class CitusDistributedEngine(CitusEngine):
             statements += citus_calls.install_queue_claims(
                 self.s, distribute=not self.emulated, existing=bool(installed)
             )
+        if installed < SEND_FUNCTION_VERSION <= target:
+            # Not distributed: it must run on the coordinator (module docstring).
+            statements.append(Statement(citus_send.send_function(self.s)))
         return statements
+
+    def _plain_send_sql(
+        self, queue: str, jobs: Sequence[NewJob], *, counted: bool
+    ) -> tuple[str, tuple[Any, ...]]:
+        """Up to :data:`.citus_send.ROUTED_JOBS` jobs: the call of the send function, one
+        ``INSERT ... VALUES`` routed to the queue's shard a job and the coordinator's
+        notification (:mod:`.citus_send`); more: the statement (this engine notifies, so
+        ``counted`` is true and the call's one row, ``changed``, is what is read back)."""
+        if len(jobs) > citus_send.ROUTED_JOBS:
+            return super()._plain_send_sql(queue, jobs, counted=counted)
+        return citus_send.send_call(self.s), citus_send.send_params(queue, jobs, channel(self))
 
     def create_queue(self, name: str, options: QueueOptions) -> Plan[None]:
         """Create the queue and, in the same transaction, its own claim function

@@ -79,9 +79,7 @@ class SendMixin(QueueHintsMixin):
         # the count. Elsewhere the INSERT stays a statement of its own (a modifying CTE is
         # a plan of its own on sharded Citus).
         counted = self.capabilities.listen_notify
-        sql, params = notifying(
-            self, *self._send_statement(queue, jobs), "$1::text", counted=counted
-        )
+        sql, params = self._plain_send_sql(queue, jobs, counted=counted)
         ids: list[uuid.UUID | None] = [job.id for job in jobs]
 
         def steps() -> Steps[list[uuid.UUID | None]]:
@@ -100,6 +98,13 @@ class SendMixin(QueueHintsMixin):
             return None
 
         return self._plan("send", steps, map_error=map_error)
+
+    def _plain_send_sql(
+        self, queue: str, jobs: Sequence[NewJob], *, counted: bool
+    ) -> tuple[str, tuple[Any, ...]]:
+        """The plain send's one statement: the INSERT, made to notify; with ``counted`` it
+        returns one row, ``changed`` (how many jobs it inserted), else a row per job."""
+        return notifying(self, *self._send_statement(queue, jobs), "$1::text", counted=counted)
 
     def _guarded_send(
         self, queue: str, jobs: Sequence[NewJob], throttled: bool
