@@ -121,22 +121,22 @@ def test_a_mark_not_engaged_walks_from_the_mark_once_a_period() -> None:
 
 def test_a_mark_engages_when_the_head_is_slower_and_disengages_when_it_is_not() -> None:
     marks = ClaimMarks(rewalk_seconds=0, probe_seconds=0)
+    slow, fast = 10 * ENGAGE_FLOOR, ENGAGE_FLOOR / 10
     assert marks.start("q") == HEAD
-    slow = 10 * ENGAGE_FLOOR
-    marks.advance("q", HEAD, [], slow)
+    for took in (fast, fast, slow, fast):  # a claim held up now and then: the median is fast
+        marks.advance("q", HEAD, [], took)
     marks._marks["q"].key = KEY
-    assert not marks.engaged("q")
     assert marks.start("q") == KEY  # the probe
-    marks.advance("q", KEY, [], ENGAGE_FLOOR / 10)  # from the mark: much faster
+    marks.advance("q", KEY, [], fast)
+    assert not marks.engaged("q")
+    for _ in range(3):  # the claims from the head slow down (a held horizon)
+        marks.advance("q", HEAD, [], slow)
     assert marks.engaged("q")
     assert marks.start("q") == HEAD  # the walk from the head, due at once here
-    fast = ENGAGE_FLOOR / 10
-    for _ in range(50):  # the head gets as fast as the mark: smoothed, over a few walks
+    marks.advance("q", HEAD, [], fast)
+    assert marks.engaged("q")  # one fast walk does not move the median of the last ones
+    for _ in range(2):
         marks.advance("q", HEAD, [], fast)
-        if not marks.engaged("q"):
-            break
-    assert not marks.engaged("q")
-    marks.advance("q", HEAD, [], fast + ENGAGE_FLOOR / 2)  # not slower enough to engage
     assert not marks.engaged("q")
 
 
