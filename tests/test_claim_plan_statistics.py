@@ -40,9 +40,9 @@ def scans(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from scans(child)
 
 
-def plan_of(dsn: str, statement: Statement, mode: str) -> list[dict[str, Any]]:
-    """The scans of ``statement``'s plan, prepared under ``plan_cache_mode = mode`` on a
-    session set up as a store's own (no bitmap scans)."""
+def explained(dsn: str, statement: Statement, mode: str) -> dict[str, Any]:
+    """The plan of ``statement`` prepared under ``plan_cache_mode = mode`` on a session set
+    up as a store's own (no bitmap scans), as ``EXPLAIN (FORMAT JSON)`` gives it."""
     with psycopg.connect(dsn) as conn:
         conn.execute("SET enable_bitmapscan = off")
         conn.execute(psycopg.sql.SQL("SET plan_cache_mode = {}").format(psycopg.sql.Literal(mode)))
@@ -51,21 +51,18 @@ def plan_of(dsn: str, statement: Statement, mode: str) -> list[dict[str, Any]]:
         explain = f"EXPLAIN (FORMAT JSON) EXECUTE under_test({args})"
         row = psycopg.ClientCursor(conn).execute(explain, statement.params).fetchone()
         assert row is not None
-        return list(scans(row[0][0]["Plan"]))
+        plan: dict[str, Any] = row[0][0]["Plan"]
+        return plan
+
+
+def plan_of(dsn: str, statement: Statement, mode: str) -> list[dict[str, Any]]:
+    """The scans of ``statement``'s plan (see :func:`explained`)."""
+    return list(scans(explained(dsn, statement, mode)))
 
 
 def cost_of(dsn: str, statement: Statement, mode: str) -> float:
-    """The total cost of ``statement``'s plan under ``plan_cache_mode = mode`` (see
-    :func:`plan_of`)."""
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SET enable_bitmapscan = off")
-        conn.execute(psycopg.sql.SQL("SET plan_cache_mode = {}").format(psycopg.sql.Literal(mode)))
-        conn.execute("PREPARE under_test AS " + statement.sql)
-        args = ", ".join("%s" for _ in statement.params)
-        explain = f"EXPLAIN (FORMAT JSON) EXECUTE under_test({args})"
-        row = psycopg.ClientCursor(conn).execute(explain, statement.params).fetchone()
-        assert row is not None
-        return float(row[0][0]["Plan"]["Total Cost"])
+    """The total cost of ``statement``'s plan (see :func:`explained`)."""
+    return float(explained(dsn, statement, mode)["Total Cost"])
 
 
 def assert_claim_walks_job_fetch(dsn: str, store: StoreHandle) -> None:
