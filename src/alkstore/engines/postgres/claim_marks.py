@@ -1,4 +1,5 @@
-"""Where a plain claim starts its ordered walk of the queued jobs: a mark per queue.
+"""Where a plain claim starts its ordered walk of the queued jobs: a mark per queue, engaged
+only while walking from it pays.
 
 Under a held MVCC horizon (a session idle in a transaction, a long REPEATABLE READ report)
 no dead job version can be removed, and the claimed jobs' entries stay in the claim's index
@@ -7,13 +8,13 @@ of them on every claim: measured, the claim's latency grew linearly with the hol
 queue fell behind (docs/benchmarks.md, "Horizon pressure").
 
 The first job a claim returns is the first key that was claimable when it ran: every queued
-row before it was dead, locked by a concurrent claim, not yet due, or not yet committed. The
-next claims of this engine start their walk there. Rows that become claimable before a mark
-later -- a retry or a delayed job coming due, a send whose transaction committed late, a
-claim rolled back -- are found by the walk from the head that one claim of each queue makes
-every :data:`REWALK_SECONDS`, or less often while that walk is slow (a job of a higher
-priority than the mark's is found by every claim: the claim walks the higher priorities from
-their head). Such a job waits at most that long behind jobs after it.
+row before it was dead, locked by a concurrent claim, not yet due, or not yet committed. An
+engaged mark makes the next claims of this engine start their walk there. Rows that become
+claimable before a mark later -- a retry or a delayed job coming due, a send whose
+transaction committed late, a claim rolled back -- are found by the walk from the head that
+one claim of each queue makes every :data:`REWALK_SECONDS`, or less often while that walk is
+slow (a job of a higher priority than the mark's is found by every claim: the claim walks the
+higher priorities from their head). Such a job waits at most that long behind jobs after it.
 
 The walk from the head is the one claim that still visits every dead version: under a held
 horizon it grows with the hold (measured: 200 ms a walk at 130,000 dead versions), so the
@@ -21,13 +22,27 @@ next one waits :data:`REWALK_SHARE` times as long as the last one took, at least
 :data:`REWALK_SECONDS`; the walks from the head then cost at most 1/``REWALK_SHARE`` of one
 connection's time. This engine's own operations that can put a job before a mark
 (any but those of :data:`KEEPS_MARKS`) make its next claims walk from the head.
+
+Without a held horizon a walk from the head costs what a walk from the mark costs (the index
+entries of claimed jobs are soon flagged dead, skipped without a heap visit, and removed),
+and the claim from a mark costs more: its statement walks three ranges of the index, which
+the server parses and plans at every claim where statements are not prepared (measured:
+0.2-0.3 ms a claim; docs/benchmarks.md). So a queue's mark is engaged only while it pays:
+every claim reports the server's time for its statement (``took``); while the mark is not
+engaged the claims walk from the head and one claim every :data:`PROBE_SECONDS` walks from
+the mark; the mark engages when the last claims from the head take more than
+:data:`ENGAGE_RATIO` times as long as those from the mark plus :data:`ENGAGE_FLOOR`, and
+disengages when a walk from the head no longer takes more than :data:`DISENGAGE_RATIO` times
+as long plus :data:`DISENGAGE_FLOOR`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 import time
 import uuid
+from collections import deque
 
 import attrs
 
@@ -87,6 +102,28 @@ REWALK_SHARE = 20.0
 """The time between two walks from the head, in multiples of the last one's duration (when
 that is longer than :data:`REWALK_SECONDS`)."""
 
+PROBE_SECONDS = 1.0
+"""How often, at most, one claim of a queue whose mark is not engaged walks from the mark (to
+learn what a walk from the mark takes)."""
+
+ENGAGE_RATIO = 2.0
+ENGAGE_FLOOR = 0.002
+"""A queue's mark engages when its claims from the head take longer than
+``ENGAGE_RATIO`` times its claims from the mark plus ``ENGAGE_FLOOR`` seconds (the server's
+time for the statement, the medians of the last :data:`SAMPLES` claims)."""
+
+DISENGAGE_RATIO = 1.5
+DISENGAGE_FLOOR = 0.001
+"""An engaged mark disengages when a walk from the head takes no longer than
+``DISENGAGE_RATIO`` times the claims from the mark plus ``DISENGAGE_FLOOR`` seconds (lower
+than the engaging bound, so that a mark does not flap on the edge)."""
+
+SAMPLES = 5
+"""How many of the last claims from the head, and from the mark, are compared: their median
+times (a claim that the server's scheduler or a lock held up does not move a median; measured
+without a held horizon: 8 fetchers at 10 a fetch, a claim's time 0.19 ms from the head and
+0.16 from the mark at the median, and 3 ms averaged over the last few claims now and then)."""
+
 
 def key_of(job: Job) -> Key:
     """``job``'s place in fetch order."""
@@ -101,22 +138,32 @@ def _order(key: Key) -> tuple[int, dt.datetime, int]:
 
 @attrs.define
 class _Mark:
-    key: Key
     due: float
-    """``time.monotonic()`` from which the next claim walks from :data:`HEAD`."""
+    """``time.monotonic()`` from which the next claim walks from :data:`HEAD` (engaged), or
+    from the mark (not engaged: a probe)."""
+    key: Key = HEAD
+    engaged: bool = False
     walking: float | None = None
-    """``time.monotonic()`` at which the walk from the head under way began."""
+    """``time.monotonic()`` at which the walk from the head under way began (engaged)."""
+    head: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
+    """The server's time of the last claims from the head, in seconds."""
+    marked: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
+    """The server's time of the last claims from the mark, in seconds."""
 
 
 class ClaimMarks:
     """The marks of one engine instance: plain Python state shared by its fetchers."""
 
     def __init__(
-        self, rewalk_seconds: float = REWALK_SECONDS, rewalk_share: float = REWALK_SHARE
+        self,
+        rewalk_seconds: float = REWALK_SECONDS,
+        rewalk_share: float = REWALK_SHARE,
+        probe_seconds: float = PROBE_SECONDS,
     ) -> None:
         self._marks: dict[str, _Mark] = {}
         self._rewalk = rewalk_seconds
         self._share = rewalk_share
+        self._probe = probe_seconds
         self._flows = False
 
     def before(self, operation: str) -> None:
@@ -129,39 +176,74 @@ class ClaimMarks:
             self.clear()
 
     def start(self, queue: str) -> Key:
-        """Where the next claim of ``queue`` starts its walk: one claim a period walks from
-        the head, the others keep walking from the mark meanwhile (the walk from the head
-        is the one that still visits the dead versions)."""
+        """Where the next claim of ``queue`` starts its walk. Engaged, one claim a period
+        walks from the head and the others from the mark meanwhile (the walk from the head
+        is the one that still visits the dead versions); not engaged, one claim a period
+        walks from the mark and the others from the head."""
         now = time.monotonic()
         mark = self._marks.get(queue)
         if mark is None:
-            self._marks[queue] = _Mark(HEAD, now + self._rewalk, now)
+            self._marks[queue] = _Mark(now + self._probe)
             return HEAD
-        if now >= mark.due:
-            # Until this walk returns, the next one is due a period from now at the latest.
-            mark.due = now + self._rewalk
-            mark.walking = now
-            return HEAD
-        return mark.key
+        if not mark.engaged:
+            if mark.key == HEAD or now < mark.due:
+                return HEAD
+            mark.due = now + self._probe
+            return mark.key
+        if mark.key != HEAD and now < mark.due:
+            return mark.key
+        # Until this walk returns, the next one is due a period from now at the latest.
+        mark.due = now + self._rewalk
+        mark.walking = now
+        return HEAD
 
-    def advance(self, queue: str, started: Key, jobs: list[Job]) -> None:
-        """After a claim from ``started`` returned ``jobs`` (in fetch order): the next walks
-        start at the first of them -- unless a claim from further back moved the mark before
-        ``started`` meanwhile (it found claimable jobs there)."""
+    def advance(self, queue: str, started: Key, jobs: list[Job], took: float | None) -> None:
+        """After a claim from ``started`` returned ``jobs`` (in fetch order) in ``took``
+        seconds of the server's time (None: not reported): the mark moves to the first of
+        them -- unless a claim from further back moved the mark before ``started``
+        meanwhile (it found claimable jobs there) -- and engages or disengages."""
         mark = self._marks.get(queue)
         if mark is None:
             return
+        now = time.monotonic()
         if started == HEAD and mark.walking is not None:
-            now = time.monotonic()
             mark.due = now + max(self._rewalk, self._share * (now - mark.walking))
             mark.walking = None
+        if took is not None:
+            (mark.head if started == HEAD else mark.marked).append(took)
+        if mark.head and mark.marked:
+            head, marked = statistics.median(mark.head), statistics.median(mark.marked)
+            if not mark.engaged and head > ENGAGE_RATIO * marked + ENGAGE_FLOOR:
+                self.engage(queue)
+            elif (
+                mark.engaged
+                and started == HEAD
+                and head <= DISENGAGE_RATIO * marked + DISENGAGE_FLOOR
+            ):
+                mark.engaged = False
+                mark.due = now + self._probe
         if jobs and _order(started) <= _order(mark.key):
             mark.key = key_of(jobs[0])
 
+    def engage(self, queue: str) -> None:
+        """The claims of ``queue`` walk from its mark from now on (as when the walks from the
+        head were found slower), one a period from the head."""
+        mark = self._marks.setdefault(queue, _Mark(0.0))
+        mark.engaged = True
+        mark.due = time.monotonic() + self._rewalk
+
+    def engaged(self, queue: str) -> bool:
+        """Whether the claims of ``queue`` walk from its mark."""
+        mark = self._marks.get(queue)
+        return mark is not None and mark.engaged
+
     def forget(self, queue: str) -> None:
         """The next claim of ``queue`` walks it from the head."""
-        self._marks.pop(queue, None)
+        mark = self._marks.get(queue)
+        if mark is not None:
+            mark.key = HEAD
 
     def clear(self) -> None:
         """The next claim of every queue walks it from the head."""
-        self._marks.clear()
+        for mark in self._marks.values():
+            mark.key = HEAD
