@@ -401,19 +401,13 @@ QUEUE_CLAIMS_VERSION = 12
 (:func:`alkstore.engines.citus_calls.queue_claim_maker`)."""
 
 
-def _v13_taken(s: str, caps: Capabilities) -> list[str]:
-    """A version another branch of this round numbers its migration with (renumbered when
-    the branches merge)."""
-    return []
-
-
-def _v14(s: str, caps: Capabilities) -> list[str]:
+def _v13(s: str, caps: Capabilities) -> list[str]:
     """No table changes: at this version sharded Citus gains the function of its plain send
     (``CitusDistributedEngine.after_upgrade``, :data:`SEND_FUNCTION_VERSION`)."""
     return []
 
 
-SEND_FUNCTION_VERSION = 14
+SEND_FUNCTION_VERSION = 13
 """The version from which a sharded Citus schema has its send function
 (:mod:`alkstore.engines.citus_send`)."""
 
@@ -431,8 +425,7 @@ MIGRATIONS: dict[int, Migration] = {
     10: _v10,
     11: _v11,
     12: _v12,
-    13: _v13_taken,
-    14: _v14,
+    13: _v13,
 }
 """version -> the DDL that brings the schema from version - 1 to it."""
 
