@@ -55,20 +55,21 @@ def test_without_the_option_a_fetch_does_not_wait_at_the_gate(pg_dsn, schema_nam
             assert [j.id for j in store.fetch("q")] == [sent]
 
 
-@pytest.mark.parametrize("value", ["yes", 1, None])
-def test_the_option_is_a_bool(pg_dsn, schema_name, value):
-    with pytest.raises(InvalidOptions, match=r"engine_options\.claim_gate"):
+@pytest.mark.parametrize("value", ["yes", 1, None, "AUTO"])
+def test_the_option_is_a_bool_or_auto(pg_dsn, schema_name, value):
+    with pytest.raises(InvalidOptions, match=r"engine_options\.claim_gate.*must be a bool or"):
         alkstore.connect(pg_dsn, schema=schema_name, engine_options={"claim_gate": value})
 
 
-def test_an_engine_that_cannot_gate_refuses_the_option():
+@pytest.mark.parametrize("value", [True, "auto"])
+def test_an_engine_that_cannot_gate_refuses_the_option(value):
     caps = PostgresEngine.description.capabilities_on(None)
     for lacking in ("advisory_locks", "plpgsql", "tuple_ids", "single_connection"):
         flipped = attrs.evolve(caps, **{lacking: not getattr(caps, lacking)})
         with pytest.raises(InvalidOptions, match=lacking):
-            configured(GATE_ON, "other", flipped)
+            configured({"claim_gate": value}, "other", flipped)
         assert configured({}, "other", flipped) is False  # off: nothing to refuse
-    assert configured(GATE_ON, "postgres", caps) is True
+    assert configured({"claim_gate": value}, "postgres", caps) == value
 
 
 def test_gated_claims_keep_the_order_within_a_priority(pg_dsn, schema_name):

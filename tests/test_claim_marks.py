@@ -15,13 +15,8 @@ import psycopg
 import alkstore
 from alkstore.bench.scale import vacuum_analyze
 from alkstore.conformance.harness import Backend, StoreHandle
-from alkstore.engines.postgres.claim_marks import (
-    ENGAGE_FLOOR,
-    HEAD,
-    REWALK_SECONDS,
-    ClaimMarks,
-    Key,
-)
+from alkstore.engines.postgres.claim_marks import HEAD, REWALK_SECONDS, ClaimMarks, Key
+from alkstore.engines.postgres.claim_switch import ENGAGE_FLOOR
 
 KEY: Key = (0, HEAD[1], uuid.UUID(int=5))
 """A job's key somewhere in a queue."""

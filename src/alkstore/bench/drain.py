@@ -46,10 +46,13 @@ DRIVERS = (*SYNC_DRIVERS, *ASYNC_DRIVERS)
 HANDOFF = "+handoff"
 """Driver-name suffix: consumers complete and fetch in one ``complete_and_fetch`` call."""
 WORK = "+work"
+"""Driver-name suffix: the drain runs through ``store.work()`` (see :mod:`.work_drain`)."""
 GATED = "+gate"
 """Engine-name suffix: the store gates its claims (``engine_options={"claim_gate": True}``,
 docs/benchmarks.md "Claim scaling")."""
-"""Driver-name suffix: the drain runs through ``store.work()`` (see :mod:`.work_drain`)."""
+GATED_AUTO = "+gate-auto"
+"""Engine-name suffix: the store gates each queue's claims while the gate pays
+(``engine_options={"claim_gate": "auto"}``)."""
 
 SEND_BATCH = 1000
 """Jobs per ``send_many`` when pre-enqueueing."""
@@ -105,12 +108,15 @@ class Backend:
 
     @property
     def base_engine(self) -> str:
-        """The engine name without :data:`GATED`."""
-        return self.engine.removesuffix(GATED)
+        """The engine name without :data:`GATED` or :data:`GATED_AUTO`."""
+        return self.engine.removesuffix(GATED_AUTO).removesuffix(GATED)
 
     @property
     def engine_options(self) -> dict[str, Any]:
-        """The store's ``engine_options``: the claim gate on with :data:`GATED`."""
+        """The store's ``engine_options``: the claim gate on with :data:`GATED`, auto with
+        :data:`GATED_AUTO`."""
+        if self.engine.endswith(GATED_AUTO):
+            return {"claim_gate": "auto"}
         return {"claim_gate": True} if self.engine.endswith(GATED) else {}
 
     @property

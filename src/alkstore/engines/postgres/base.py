@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any, ClassVar, Literal, Self, TypeVar
 
 from ...core.description import EngineDescription, ServerInfo
 from ...core.errors import QueueNotFound, UnsupportedByEngine
@@ -24,9 +24,10 @@ class EngineBase:
     it)."""
     option_names: ClassVar[frozenset[str]] = frozenset()
     """``engine_options`` keys :meth:`configure` accepts (none)."""
-    claim_gate: bool = False
-    """Plain claims pass the queue's gate (:mod:`.claim_gate`): set by the engine option
-    ``claim_gate`` where the engine takes it (:class:`~.engine.PostgresEngine`)."""
+    claim_gate: bool | Literal["auto"] = False
+    """Plain claims pass the queue's gate (:mod:`.claim_gate`; ``"auto"``: while it pays): set
+    by the engine option ``claim_gate`` where the engine takes it
+    (:class:`~.engine.PostgresEngine`)."""
 
     def __init__(
         self,

@@ -405,8 +405,21 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
     @functools.cached_property
     def gated_claim(self) -> ClaimStrategy:
         """The claim the gate runs (:mod:`.claim_gate`): from the head always, since the
-        gate function binds no mark."""
-        return attrs.evolve(self.claim, marked=False)
+        gate function binds no mark; it reports ``took``, as the plain claim does (the gate
+        needs the claim by tuple id, which does)."""
+        return self.claim
+
+    @functools.cached_property
+    def claim_gates(self) -> claim_gate.GateSwitch:
+        """Which plain claims of each queue pass the gate (``claim_gate="auto"``)."""
+        return claim_gate.GateSwitch()
+
+    def _gate_ticket(self, queue: str) -> claim_gate.Ticket | None:
+        """How the next plain claim of ``queue`` goes (through the gate or not); None: the
+        engine never gates."""
+        if self.claim_gate == claim_gate.AUTO:
+            return self.claim_gates.start(queue)
+        return claim_gate.ALWAYS if self.claim_gate else None
 
     def _gated_start(self) -> Key | None:
         """Where the reclaims after a gated claim walk from: the head."""
@@ -421,18 +434,26 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             return self._claim_from("fetch", full, True, queue, (queue,), start)
         return self._claim_from("fetch", full, False, queue, (queue, batch_size), start)
 
-    def _fresh_claim(self, queue: str, batch_size: int, full: bool) -> Steps[list[Job]]:
-        """The plain claim from the queue's mark, and its claimed jobs."""
+    def _fresh_claim(
+        self, queue: str, batch_size: int, full: bool, ticket: claim_gate.Ticket | None = None
+    ) -> Steps[list[Job]]:
+        """The plain claim from the queue's mark (not gated: ``ticket``), and its claimed
+        jobs."""
         start = self._claim_start(queue)
         rows = yield self._plain_claim(queue, batch_size, full, start)
-        return (yield from self._claimed_jobs(queue, rows, full, start))
+        return (yield from self._claimed_jobs(queue, rows, full, start, ticket))
 
     def _claimed_jobs(
-        self, queue: str, rows: list[Row], include_metadata: bool = True, start: Key | None = None
+        self,
+        queue: str,
+        rows: list[Row],
+        include_metadata: bool = True,
+        start: Key | None = None,
+        ticket: claim_gate.Ticket | None = None,
     ) -> Steps[list[Job]]:
-        """The claimed jobs of ``rows`` (a claim from ``start``) in fetch order (an empty
-        claim checks the queue); the queue's mark learns of the claim (it moves to the first
-        of them)."""
+        """The claimed jobs of ``rows`` (a claim from ``start``, gated or not as ``ticket``
+        says) in fetch order (an empty claim checks the queue); the queue's mark learns of
+        the claim (it moves to the first of them), and the auto gate of its time."""
         build = _job_builder(include_metadata)
         jobs = [build(r) for r in rows if r["id"] is not None]
         if self.claim.counts_picked:
@@ -453,8 +474,13 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             # noticing a queue that now needs the keyed claim).
             yield from self._read_rules(queue)
         jobs.sort(key=Job.sort_key)
+        took = rows[0].get("took")
+        if ticket is not None:
+            self.claim_gates.done(queue, ticket, took)
         if start is not None:
-            self.claim_marks.advance(queue, start, jobs, rows[0].get("took"))
+            # A gated claim's time (its wait for a slot in it) says nothing of the mark's.
+            gated = ticket is not None and ticket.gated
+            self.claim_marks.advance(queue, start, jobs, None if gated else took)
         return jobs
 
     def fetch(
@@ -474,11 +500,11 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         full = options.include_metadata
 
         def steps() -> Steps[list[Job]]:
-            gated = claim_gate.fetch_statement(self, queue, batch_size, full)
-            if gated is None:
-                return (yield from self._fresh_claim(queue, batch_size, full))
-            rows = yield gated
-            return (yield from self._claimed_jobs(queue, rows, full, self._gated_start()))
+            ticket = self._gate_ticket(queue)
+            if ticket is None or not ticket.gated:
+                return (yield from self._fresh_claim(queue, batch_size, full, ticket))
+            rows = yield claim_gate.fetch_statement(self, queue, batch_size, full)
+            return (yield from self._claimed_jobs(queue, rows, full, self._gated_start(), ticket))
 
         # A fetcher that keeps losing the claim race to others gets no jobs this time, like
         # one that found none; the jobs stay queued for the next fetch.
@@ -650,15 +676,15 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
         params = (queue, *([] if one else [batch_size]), *completion[1:])
 
         def steps() -> Steps[Handoff]:
-            gated = claim_gate.handoff_statement(
-                self, queue, targets, output_json, batch_size, full
-            )
-            if gated is None:
+            ticket = self._gate_ticket(queue)
+            if ticket is None or not ticket.gated:
                 start = self._claim_start(queue)
                 rows = yield self._claim_from("complete_and_fetch", full, one, queue, params, start)
             else:
                 start = self._gated_start()
-                rows = yield gated
+                rows = yield claim_gate.handoff_statement(
+                    self, queue, targets, output_json, batch_size, full
+                )
             completed = as_int(rows[0]["completed"])
             if as_int(rows[0]["flow_parents"]):
                 # Plus what the statement completed: nothing (a flow parent stops it whole),
@@ -667,7 +693,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 # The released flow jobs may sort before the mark: walk from the head.
                 self.claim_marks.forget(queue)
                 return Handoff(completed, (yield from self._fresh_claim(queue, batch_size, full)))
-            jobs = yield from self._claimed_jobs(queue, rows, full, start)
+            jobs = yield from self._claimed_jobs(queue, rows, full, start, ticket)
             return Handoff(completed, jobs)
 
         # No contention result: under contention the completion must not be reported lost.

@@ -19,7 +19,18 @@ columns, so the function stays the same when the job's columns change.
 
 The gate costs a little where few fetchers never walked far anyway, so it is an engine
 option, off by default: ``engine_options={"claim_gate": True}`` (docs/benchmarks.md says
-when it pays).
+when it pays), or ``"auto"``: each queue's claims pass the gate only while it pays
+(:class:`GateSwitch`).
+
+The gated claim reports ``took`` as the plain claim does: the server's time from the start of
+the call of the function, so the wait for a slot is in it. One gated claim among ungated ones
+saves nothing (it still walks past the rows of every claim in flight, and it waits for no
+slot), nor does one ungated claim among gated ones cost what ungated claims cost (it walks
+past the rows of at most :data:`GATE_SLOTS` claims, and waits for none): the gate's gain is
+that *all* the claims walk past fewer rows. So a claim's time compares the two ways fairly
+only where the claims around it went the same way, and the auto gate tries the other way
+for a phase of all its claims of the queue (:class:`GateSwitch`), counting only the claims
+that started once the claims of the phase before had returned.
 
 Only the plain claim passes the gate (a keyed claim is already one at a time per queue). The
 option is refused (:func:`configured`) where the engine lacks advisory locks, PL/pgSQL,
@@ -31,13 +42,19 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import statistics
+import time
+from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+import attrs
 
 from ...core.capabilities import Capabilities
 from ...core.errors import InvalidOptions
 from ...core.plans import Statement
 from ...core.targets import Targets
+from .claim_switch import SAMPLES, Switch
 from .schema import GATE_FUNCTION, rows_table
 from .sql import (
     JOB_COLUMNS,
@@ -81,11 +98,11 @@ class ClaimingEngine(Protocol):
     s: str
     schema: str
     capabilities: Capabilities
-    claim_gate: bool
 
     @property
     def gated_claim(self) -> ClaimSql:
-        """The engine's claim strategy, from the head of the queue (no mark)."""
+        """The engine's claim strategy (from the head of the queue: no mark), one that reports
+        ``took`` (:attr:`.claim.ClaimStrategy.marked`)."""
         ...
 
     @property
@@ -98,26 +115,137 @@ class ClaimingEngine(Protocol):
         ...
 
 
-def configured(options: Mapping[str, Any], engine: str, caps: Capabilities) -> bool:
-    """The ``claim_gate`` engine option of ``options`` (default off), refused unless a bool,
-    and refused on when ``caps`` lack what the gate needs: never a silent no-op."""
+AUTO: Literal["auto"] = "auto"
+"""The ``claim_gate`` value that gates a queue's claims only while it pays."""
+
+Setting = bool | Literal["auto"]
+"""A ``claim_gate`` value: off, on, or :data:`AUTO`."""
+
+
+def configured(options: Mapping[str, Any], engine: str, caps: Capabilities) -> Setting:
+    """The ``claim_gate`` engine option of ``options`` (default off), refused unless a bool
+    or :data:`AUTO`, and refused on (or auto) when ``caps`` lack what the gate needs: never a
+    silent no-op."""
     on = options.get(OPTION, False)
-    if not isinstance(on, bool):
-        raise InvalidOptions(f"engine_options.{OPTION}", on, "must be a bool")
+    setting: Setting
+    if isinstance(on, bool):
+        setting = on
+    elif isinstance(on, str) and on == AUTO:
+        setting = AUTO
+    else:
+        raise InvalidOptions(f"engine_options.{OPTION}", on, f'must be a bool or "{AUTO}"')
     lacking = [name for name in NEEDS if not getattr(caps, name)]
     if caps.single_connection:
         lacking.append("more than one connection (single_connection)")
-    if on and lacking:
+    if setting and lacking:
         raise InvalidOptions(
             f"engine_options.{OPTION}",
-            on,
+            setting,
             f"the {engine} engine cannot gate its claims: it lacks {', '.join(lacking)}",
         )
-    return on
+    return setting
 
 
 GATE_SLOTS = 4
 """Claims of one queue in flight at once (docs/benchmarks.md, "Claim scaling")."""
+
+PHASE_SECONDS = 0.5
+PHASE_ROUNDS = 2.0
+"""A probe phase of the auto gate lasts ``PHASE_ROUNDS`` times the median round trip of the
+queue's last claims, at least ``PHASE_SECONDS``; a claim that started in the first half of a
+phase is not counted (the claims of the phase before are still in flight then)."""
+
+PROBE_SHARE = 0.1
+"""The share of the time a queue's claims go the way not engaged (the probe phases); the
+first phase of a queue is as short as a probe, so that a short drain is measured too."""
+
+
+@attrs.frozen
+class Ticket:
+    """How one plain claim goes: through the gate (``gated``) or not."""
+
+    gated: bool
+    at: float = -1.0
+    """``time.monotonic()`` when the claim started."""
+    counted: bool = False
+    """Its time is compared (it started once the claims of the phase before had returned)."""
+
+
+ALWAYS = Ticket(True)
+"""The ticket of every claim of an engine whose gate is on (``claim_gate=True``)."""
+
+
+@attrs.define
+class _Phase:
+    until: float
+    """``time.monotonic()`` when the phase ends."""
+    since: float
+    gated: bool = False
+    switch: Switch = attrs.Factory(Switch)
+    """Whether the gate pays (engaged): the claims' times each way."""
+    trips: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
+    """The round trips of the last claims, in seconds of the client's clock."""
+
+
+class GateSwitch:
+    """The auto gate of one engine instance (``claim_gate="auto"``): per queue, phases of
+    gated and of ungated claims, the way that pays (:class:`.claim_switch.Switch`) for most
+    of the time and the other for :data:`PROBE_SHARE` of it."""
+
+    def __init__(
+        self, phase_seconds: float = PHASE_SECONDS, probe_share: float = PROBE_SHARE
+    ) -> None:
+        self._queues: dict[str, _Phase] = {}
+        self._phase_seconds = phase_seconds
+        self._share = probe_share
+
+    def _probe_seconds(self, phase: _Phase) -> float:
+        """How long a probe phase of ``phase``'s queue lasts."""
+        trips = statistics.median(phase.trips) if phase.trips else 0.0
+        return max(self._phase_seconds, PHASE_ROUNDS * trips)
+
+    def _begin(self, phase: _Phase, now: float, probe: bool) -> None:
+        """A phase of the way not engaged (``probe``), else of the engaged way, from ``now``."""
+        length = self._probe_seconds(phase)
+        phase.gated = phase.switch.engaged != probe
+        phase.since = now
+        phase.until = now + (length if probe else length * (1 - self._share) / self._share)
+
+    def start(self, queue: str) -> Ticket:
+        """How the next plain claim of ``queue`` goes."""
+        now = time.monotonic()
+        phase = self._queues.get(queue)
+        if phase is None:
+            phase = self._queues[queue] = _Phase(now + self._phase_seconds, now)
+        elif now >= phase.until:
+            self._begin(phase, now, probe=phase.gated == phase.switch.engaged)
+        counted = now - phase.since >= self._probe_seconds(phase) / 2
+        return Ticket(phase.gated, now, counted)
+
+    def done(self, queue: str, ticket: Ticket, took: float | None) -> None:
+        """A claim of ``queue`` that went as ``ticket`` says returned, ``took`` seconds of the
+        server's time (None: not reported); the gate engages or disengages on it, and the
+        phase of the way that now pays begins."""
+        phase = self._queues.get(queue)
+        if phase is None or ticket is ALWAYS:
+            return
+        now = time.monotonic()
+        phase.trips.append(now - ticket.at)
+        if ticket.counted and took is not None and phase.switch.record(ticket.gated, took):
+            self._begin(phase, now, probe=False)
+
+    def engage(self, queue: str) -> None:
+        """The claims of ``queue`` pass the gate from now on (as when the gate was found to
+        pay), one phase in :data:`PROBE_SHARE` not."""
+        now = time.monotonic()
+        phase = self._queues.setdefault(queue, _Phase(now, now))
+        phase.switch.engaged = True
+        self._begin(phase, now, probe=False)
+
+    def engaged(self, queue: str) -> bool:
+        """Whether the gate pays for ``queue``'s claims."""
+        phase = self._queues.get(queue)
+        return phase is not None and phase.switch.engaged
 
 
 @functools.lru_cache(maxsize=4096)
@@ -129,16 +257,18 @@ def gate_key(schema: str, queue: str) -> int:
 
 
 def _call(engine: ClaimingEngine, counts: tuple[str, ...], full: bool) -> str:
-    """The call of the gate function returning ``counts`` and the (``full``, else lean) job
-    columns; the arguments: gate key, slots, the claim statement, queue, limit, targets and
-    output of a completion."""
-    names = ", ".join([*counts, *output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS)])
+    """The call of the gate function returning ``counts``, ``took`` and the (``full``, else
+    lean) job columns; the arguments: gate key, slots, the claim statement, queue, limit,
+    targets and output of a completion."""
+    names = ", ".join([*counts, "took", *output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS)])
+    # The function returns SETOF record: a column more needs no new version of it.
+    columns = ", ".join([*(f"{c} bigint" for c in counts), "took float8", counted_job_columns(())])
     return engine.built_once(
         ("gate-call", counts, full),
         lambda: (
             f"""SELECT {names} FROM {engine.s}.{GATE_FUNCTION}(
                 $1::int, $2::int, $3::text, $4::text, $5::bigint, $6::uuid[], $7::int[], $8::text)
-            AS c({counted_job_columns(counts)})"""
+            AS c({columns})"""
         ),
     )
 
@@ -149,13 +279,8 @@ def _rows(engine: ClaimingEngine, queue: str) -> str | None:
     return None if own else rows_table(engine.capabilities)
 
 
-def fetch_statement(
-    engine: ClaimingEngine, queue: str, batch_size: int, full: bool
-) -> Statement | None:
-    """The gated claim of up to ``batch_size`` jobs of ``queue``; None unless the engine
-    gates (``claim_gate``; then the caller sends its plain claim)."""
-    if not engine.claim_gate:
-        return None
+def fetch_statement(engine: ClaimingEngine, queue: str, batch_size: int, full: bool) -> Statement:
+    """The gated claim of up to ``batch_size`` jobs of ``queue``."""
     rows = _rows(engine, queue)
     claim = engine.built_once(
         ("gate-fetch", rows),
@@ -183,11 +308,9 @@ def handoff_statement(
     output_json: str | None,
     batch_size: int,
     full: bool,
-) -> Statement | None:
+) -> Statement:
     """``complete_and_fetch``'s statement through the gate: the completion and the claim run
-    together behind it (one statement, as ungated); None unless the engine gates."""
-    if not engine.claim_gate:
-        return None
+    together behind it (one statement, as ungated)."""
     rows = _rows(engine, queue)
     claim = engine.built_once(
         ("gate-handoff", rows),
@@ -208,11 +331,19 @@ def handoff_statement(
 
 
 __all__ = [
+    "ALWAYS",
+    "AUTO",
     "GATE_SLOTS",
     "NEEDS",
     "OPTION",
+    "PHASE_ROUNDS",
+    "PHASE_SECONDS",
+    "PROBE_SHARE",
     "ClaimSql",
     "ClaimingEngine",
+    "GateSwitch",
+    "Setting",
+    "Ticket",
     "configured",
     "fetch_statement",
     "gate_key",

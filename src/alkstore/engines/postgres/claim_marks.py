@@ -30,23 +30,21 @@ the server parses and plans at every claim where statements are not prepared (me
 0.2-0.3 ms a claim; docs/benchmarks.md). So a queue's mark is engaged only while it pays:
 every claim reports the server's time for its statement (``took``); while the mark is not
 engaged the claims walk from the head and one claim every :data:`PROBE_SECONDS` walks from
-the mark; the mark engages when the last claims from the head take more than
-:data:`ENGAGE_RATIO` times as long as those from the mark plus :data:`ENGAGE_FLOOR`, and
-disengages when a walk from the head no longer takes more than :data:`DISENGAGE_RATIO` times
-as long plus :data:`DISENGAGE_FLOOR`.
+the mark; the mark engages when the last claims from the head take longer than those from
+the mark, and disengages when a walk from the head no longer does, by the rule of
+:class:`.claim_switch.Switch`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import statistics
 import time
 import uuid
-from collections import deque
 
 import attrs
 
 from ...core.records import Job
+from .claim_switch import Switch
 
 Key = tuple[int, dt.datetime, uuid.UUID]
 """A job's place in fetch order as the claim binds it: (priority, created_on, id), the
@@ -106,24 +104,6 @@ PROBE_SECONDS = 1.0
 """How often, at most, one claim of a queue whose mark is not engaged walks from the mark (to
 learn what a walk from the mark takes)."""
 
-ENGAGE_RATIO = 2.0
-ENGAGE_FLOOR = 0.002
-"""A queue's mark engages when its claims from the head take longer than
-``ENGAGE_RATIO`` times its claims from the mark plus ``ENGAGE_FLOOR`` seconds (the server's
-time for the statement, the medians of the last :data:`SAMPLES` claims)."""
-
-DISENGAGE_RATIO = 1.5
-DISENGAGE_FLOOR = 0.001
-"""An engaged mark disengages when a walk from the head takes no longer than
-``DISENGAGE_RATIO`` times the claims from the mark plus ``DISENGAGE_FLOOR`` seconds (lower
-than the engaging bound, so that a mark does not flap on the edge)."""
-
-SAMPLES = 5
-"""How many of the last claims from the head, and from the mark, are compared: their median
-times (a claim that the server's scheduler or a lock held up does not move a median; measured
-without a held horizon: 8 fetchers at 10 a fetch, a claim's time 0.19 ms from the head and
-0.16 from the mark at the median, and 3 ms averaged over the last few claims now and then)."""
-
 
 def key_of(job: Job) -> Key:
     """``job``'s place in fetch order."""
@@ -142,13 +122,10 @@ class _Mark:
     """``time.monotonic()`` from which the next claim walks from :data:`HEAD` (engaged), or
     from the mark (not engaged: a probe)."""
     key: Key = HEAD
-    engaged: bool = False
     walking: float | None = None
     """``time.monotonic()`` at which the walk from the head under way began (engaged)."""
-    head: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
-    """The server's time of the last claims from the head, in seconds."""
-    marked: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
-    """The server's time of the last claims from the mark, in seconds."""
+    switch: Switch = attrs.Factory(Switch)
+    """Whether the claims walk from the mark (engaged): off, from the head."""
 
 
 class ClaimMarks:
@@ -185,7 +162,7 @@ class ClaimMarks:
         if mark is None:
             self._marks[queue] = _Mark(now + self._probe)
             return HEAD
-        if not mark.engaged:
+        if not mark.switch.engaged:
             if mark.key == HEAD or now < mark.due:
                 return HEAD
             mark.due = now + self._probe
@@ -209,19 +186,8 @@ class ClaimMarks:
         if started == HEAD and mark.walking is not None:
             mark.due = now + max(self._rewalk, self._share * (now - mark.walking))
             mark.walking = None
-        if took is not None:
-            (mark.head if started == HEAD else mark.marked).append(took)
-        if mark.head and mark.marked:
-            head, marked = statistics.median(mark.head), statistics.median(mark.marked)
-            if not mark.engaged and head > ENGAGE_RATIO * marked + ENGAGE_FLOOR:
-                self.engage(queue)
-            elif (
-                mark.engaged
-                and started == HEAD
-                and head <= DISENGAGE_RATIO * marked + DISENGAGE_FLOOR
-            ):
-                mark.engaged = False
-                mark.due = now + self._probe
+        if took is not None and mark.switch.record(started != HEAD, took):
+            mark.due = now + (self._rewalk if mark.switch.engaged else self._probe)
         if jobs and _order(started) <= _order(mark.key):
             mark.key = key_of(jobs[0])
 
@@ -229,13 +195,13 @@ class ClaimMarks:
         """The claims of ``queue`` walk from its mark from now on (as when the walks from the
         head were found slower), one a period from the head."""
         mark = self._marks.setdefault(queue, _Mark(0.0))
-        mark.engaged = True
+        mark.switch.engaged = True
         mark.due = time.monotonic() + self._rewalk
 
     def engaged(self, queue: str) -> bool:
         """Whether the claims of ``queue`` walk from its mark."""
         mark = self._marks.get(queue)
-        return mark is not None and mark.engaged
+        return mark is not None and mark.switch.engaged
 
     def forget(self, queue: str) -> None:
         """The next claim of ``queue`` walks it from the head."""

@@ -102,8 +102,9 @@ class PostgresEngine(
         emulated: bool = False,
         server: ServerInfo | None = None,
     ) -> Self:
-        """The engine on ``schema``; ``claim_gate=True`` gates its plain claims, refused
-        where the engine lacks what the gate needs (:func:`.claim_gate.configured`)."""
+        """The engine on ``schema``; ``claim_gate=True`` gates its plain claims, ``"auto"``
+        while the gate pays, refused where the engine lacks what the gate needs
+        (:func:`.claim_gate.configured`)."""
         engine = super().configure(schema, options, emulated=emulated, server=server)
         engine.claim_gate = claim_gate.configured(options, engine.name, engine.capabilities)
         return engine
