@@ -1,7 +1,8 @@
 """The auto claim gate (``engine_options={"claim_gate": "auto"}``, engines/postgres/claim_gate.py):
 per queue, phases of gated and of ungated claims; the gate engages when the ungated claims take
-longer than the gated ones (claim_switch.py's rule) and disengages when they no longer do; only
-claims that started once the claims of the phase before had returned are compared; on a real
+longer than the gated ones (claim_switch.py's rule, by their round trips) and disengages when
+they no longer do; only claims that started once the claims of the phase before had returned,
+and after the last switch, are compared; on a real
 PostgreSQL an engaged auto gate makes the claims wait at the gate, a disengaged one does not."""
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ def end_phase(gates: GateSwitch, queue: str = "q") -> None:
     gates._queues[queue].until = 0.0
 
 
-def counted(gates: GateSwitch, queue: str = "q") -> Ticket:
-    """The next claim's ticket, counted (as if the phase had begun long ago)."""
+def claim(gates: GateSwitch, trip: float, queue: str = "q") -> bool:
+    """A counted claim of ``queue`` (as if its phase had begun long ago) whose round trip
+    took ``trip`` seconds; returns whether it went through the gate."""
     ticket = gates.start(queue)
-    gates._queues[queue].since = -3600.0
-    return Ticket(ticket.gated, ticket.at, True)
+    counted = Ticket(ticket.gated, time.monotonic() - trip, True)
+    gates.done(queue, counted)
+    return ticket.gated
 
 
 def test_the_switch_engages_on_the_medians_and_disengages_lower() -> None:
@@ -77,25 +80,25 @@ def test_only_claims_from_the_second_half_of_a_phase_are_counted() -> None:
     gates._queues["q"].since -= 1800
     assert gates.start("q").counted
     for _ in range(SAMPLES):  # uncounted claims, however slow, switch nothing
-        gates.done("q", first, SLOW)
+        gates.done("q", Ticket(False, time.monotonic() - SLOW))
     assert not gates._queues["q"].switch.off
 
 
 def test_auto_gate_engages_when_ungated_claims_are_slower_and_disengages() -> None:
     gates = GateSwitch(phase_seconds=3600)
     for _ in range(3):
-        gates.done("q", counted(gates), SLOW)  # ungated claims, slow
+        assert not claim(gates, SLOW)  # ungated claims, slow
     end_phase(gates)
-    probe = counted(gates)
-    assert probe.gated
-    gates.done("q", probe, FAST)
+    assert claim(gates, FAST)  # a probe phase, gated: its claims are fast
     assert gates.engaged("q")
-    assert gates.start("q").gated  # the engaged phase began on it
+    # Its samples start afresh: a claim that started before the switch is not compared.
+    assert not gates._queues["q"].switch.off and not gates._queues["q"].switch.on
+    gates.done("q", Ticket(False, time.monotonic() - 3600, True))
+    assert gates.engaged("q") and not gates._queues["q"].switch.off
+    gates._queues["q"].switched -= 1  # the claims below started after the switch
+    assert claim(gates, FAST)  # the engaged phase began on it: gated
     end_phase(gates)
-    probe = counted(gates)
-    assert not probe.gated  # a probe phase, ungated
-    for _ in range(3):  # the ungated claims got fast: the last 5 have a fast median
-        gates.done("q", probe, FAST)
+    assert not claim(gates, FAST)  # a probe phase, ungated: no slower than gated now
     assert not gates.engaged("q")
     assert not gates.start("q").gated
 
@@ -103,16 +106,16 @@ def test_auto_gate_engages_when_ungated_claims_are_slower_and_disengages() -> No
 def test_a_claim_of_a_gate_always_on_teaches_nothing() -> None:
     gates = GateSwitch()
     gates.start("q")
-    gates.done("q", ALWAYS, SLOW)
+    gates.done("q", ALWAYS)
     assert not gates._queues["q"].trips
-    gates.done("other", counted(gates, "other"), SLOW)  # a queue known: its trip kept
+    claim(gates, SLOW, "other")  # a queue known: its trip kept
     assert gates._queues["other"].trips
 
 
 def test_a_probe_phase_lasts_two_round_trips_of_the_claims() -> None:
     gates = GateSwitch(phase_seconds=0.0, probe_share=0.5)
     ticket = gates.start("q")
-    gates.done("q", Ticket(ticket.gated, time.monotonic() - 2.0), None)  # a 2 s round trip
+    gates.done("q", Ticket(ticket.gated, time.monotonic() - 2.0))  # a 2 s round trip
     end_phase(gates)
     assert gates.start("q").gated
     phase = gates._queues["q"]
@@ -148,11 +151,8 @@ def test_an_engaged_auto_gate_gates_and_a_disengaged_one_does_not(pg_dsn, schema
         gates._queues["q"].since = -3600.0  # the claim is counted
         jobs = _fetch_at_gate(store, pg_dsn, schema_name, waits=True)
         assert [j.id for j in jobs] == [first]
-        # The gated claim reports the server's time, its wait at the gate in it.
-        (took,) = gates._queues["q"].switch.on
-        assert took > 0
-        marks = store.engine.claim_marks._marks
-        assert "q" not in marks or not marks["q"].switch.off  # not a time of the mark's
+        (trip,) = gates._queues["q"].switch.on  # its round trip, its wait at the gate in it
+        assert trip > 0
         store.engine.claim_gates = GateSwitch(phase_seconds=3600)  # ungated, a long phase
         jobs = _fetch_at_gate(store, pg_dsn, schema_name, waits=False)
         assert [j.id for j in jobs] == [second]

@@ -405,9 +405,8 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
     @functools.cached_property
     def gated_claim(self) -> ClaimStrategy:
         """The claim the gate runs (:mod:`.claim_gate`): from the head always, since the
-        gate function binds no mark; it reports ``took``, as the plain claim does (the gate
-        needs the claim by tuple id, which does)."""
-        return self.claim
+        gate function binds no mark."""
+        return attrs.evolve(self.claim, marked=False)
 
     @functools.cached_property
     def claim_gates(self) -> claim_gate.GateSwitch:
@@ -453,7 +452,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
     ) -> Steps[list[Job]]:
         """The claimed jobs of ``rows`` (a claim from ``start``, gated or not as ``ticket``
         says) in fetch order (an empty claim checks the queue); the queue's mark learns of
-        the claim (it moves to the first of them), and the auto gate of its time."""
+        the claim (it moves to the first of them), and the auto gate of its round trip."""
         build = _job_builder(include_metadata)
         jobs = [build(r) for r in rows if r["id"] is not None]
         if self.claim.counts_picked:
@@ -474,13 +473,10 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
             # noticing a queue that now needs the keyed claim).
             yield from self._read_rules(queue)
         jobs.sort(key=Job.sort_key)
-        took = rows[0].get("took")
         if ticket is not None:
-            self.claim_gates.done(queue, ticket, took)
+            self.claim_gates.done(queue, ticket)
         if start is not None:
-            # A gated claim's time (its wait for a slot in it) says nothing of the mark's.
-            gated = ticket is not None and ticket.gated
-            self.claim_marks.advance(queue, start, jobs, None if gated else took)
+            self.claim_marks.advance(queue, start, jobs, rows[0].get("took"))
         return jobs
 
     def fetch(

@@ -22,15 +22,18 @@ option, off by default: ``engine_options={"claim_gate": True}`` (docs/benchmarks
 when it pays), or ``"auto"``: each queue's claims pass the gate only while it pays
 (:class:`GateSwitch`).
 
-The gated claim reports ``took`` as the plain claim does: the server's time from the start of
-the call of the function, so the wait for a slot is in it. One gated claim among ungated ones
-saves nothing (it still walks past the rows of every claim in flight, and it waits for no
-slot), nor does one ungated claim among gated ones cost what ungated claims cost (it walks
-past the rows of at most :data:`GATE_SLOTS` claims, and waits for none): the gate's gain is
-that *all* the claims walk past fewer rows. So a claim's time compares the two ways fairly
-only where the claims around it went the same way, and the auto gate tries the other way
-for a phase of all its claims of the queue (:class:`GateSwitch`), counting only the claims
-that started once the claims of the phase before had returned.
+The auto gate compares the two ways by the client's round trip of a claim, not by the
+server's time for the statement (``took``, which the mark compares): a gated claim's time
+would hold its wait for a slot, and the queueing that the gate moves into that wait happens,
+ungated, outside the claim statement (measured at 64 to 128 fetchers: ungated claims took
+0.2-0.5 ms of the server's time, gated ones 100-120 ms, while the fetch round trips were
+70-100 ms against 130-220 ms at 10 a fetch, and 1.1-1.7 s either way at 100). And one gated
+claim among ungated ones saves nothing (it still walks past the rows of every claim in
+flight), nor does one ungated claim among gated ones cost what ungated claims cost (it walks
+past the rows of at most :data:`GATE_SLOTS` claims): the gate's gain is that *all* the claims
+walk past fewer rows. So the auto gate tries the other way for a phase of all its claims of
+the queue (:class:`GateSwitch`), and compares only the claims that started once the claims of
+the phase before had returned.
 
 Only the plain claim passes the gate (a keyed claim is already one at a time per queue). The
 option is refused (:func:`configured`) where the engine lacks advisory locks, PL/pgSQL,
@@ -101,8 +104,7 @@ class ClaimingEngine(Protocol):
 
     @property
     def gated_claim(self) -> ClaimSql:
-        """The engine's claim strategy (from the head of the queue: no mark), one that reports
-        ``took`` (:attr:`.claim.ClaimStrategy.marked`)."""
+        """The engine's claim strategy, from the head of the queue (no mark)."""
         ...
 
     @property
@@ -155,6 +157,15 @@ PHASE_ROUNDS = 2.0
 queue's last claims, at least ``PHASE_SECONDS``; a claim that started in the first half of a
 phase is not counted (the claims of the phase before are still in flight then)."""
 
+ENGAGE_RATIO = 1.25
+"""The gate engages when the ungated claims' round trips take longer than ``ENGAGE_RATIO``
+times the gated ones' plus :data:`.claim_switch.ENGAGE_FLOOR` (the gate's measured gain at
+128 fetchers is 1.2-1.4 x, docs/benchmarks.md, below the mark's ratio of 2)."""
+
+DISENGAGE_RATIO = 1.1
+"""The gate disengages when the ungated claims' round trips take no longer than
+``DISENGAGE_RATIO`` times the gated ones' plus :data:`.claim_switch.DISENGAGE_FLOOR`."""
+
 PROBE_SHARE = 0.1
 """The share of the time a queue's claims go the way not engaged (the probe phases); the
 first phase of a queue is as short as a probe, so that a short drain is measured too."""
@@ -181,8 +192,11 @@ class _Phase:
     """``time.monotonic()`` when the phase ends."""
     since: float
     gated: bool = False
-    switch: Switch = attrs.Factory(Switch)
-    """Whether the gate pays (engaged): the claims' times each way."""
+    switch: Switch = attrs.Factory(lambda: Switch(ENGAGE_RATIO, DISENGAGE_RATIO))
+    """Whether the gate pays (engaged): the claims' round trips each way."""
+    switched: float = -1.0
+    """``time.monotonic()`` of the last engaging or disengaging: claims that started before
+    are not compared."""
     trips: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
     """The round trips of the last claims, in seconds of the client's clock."""
 
@@ -222,16 +236,20 @@ class GateSwitch:
         counted = now - phase.since >= self._probe_seconds(phase) / 2
         return Ticket(phase.gated, now, counted)
 
-    def done(self, queue: str, ticket: Ticket, took: float | None) -> None:
-        """A claim of ``queue`` that went as ``ticket`` says returned, ``took`` seconds of the
-        server's time (None: not reported); the gate engages or disengages on it, and the
-        phase of the way that now pays begins."""
+    def done(self, queue: str, ticket: Ticket) -> None:
+        """A claim of ``queue`` that went as ``ticket`` says returned: the gate engages or
+        disengages on its round trip, and the phase of the way that now pays begins."""
         phase = self._queues.get(queue)
         if phase is None or ticket is ALWAYS:
             return
         now = time.monotonic()
         phase.trips.append(now - ticket.at)
-        if ticket.counted and took is not None and phase.switch.record(ticket.gated, took):
+        counted = ticket.counted and ticket.at >= phase.switched
+        if counted and phase.switch.record(ticket.gated, now - ticket.at):
+            # The claims so far ran beside claims of the other way: start afresh.
+            phase.switched = now
+            phase.switch.off.clear()
+            phase.switch.on.clear()
             self._begin(phase, now, probe=False)
 
     def engage(self, queue: str) -> None:
@@ -240,6 +258,7 @@ class GateSwitch:
         now = time.monotonic()
         phase = self._queues.setdefault(queue, _Phase(now, now))
         phase.switch.engaged = True
+        phase.switched = now
         self._begin(phase, now, probe=False)
 
     def engaged(self, queue: str) -> bool:
@@ -257,18 +276,16 @@ def gate_key(schema: str, queue: str) -> int:
 
 
 def _call(engine: ClaimingEngine, counts: tuple[str, ...], full: bool) -> str:
-    """The call of the gate function returning ``counts``, ``took`` and the (``full``, else
-    lean) job columns; the arguments: gate key, slots, the claim statement, queue, limit,
-    targets and output of a completion."""
-    names = ", ".join([*counts, "took", *output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS)])
-    # The function returns SETOF record: a column more needs no new version of it.
-    columns = ", ".join([*(f"{c} bigint" for c in counts), "took float8", counted_job_columns(())])
+    """The call of the gate function returning ``counts`` and the (``full``, else lean) job
+    columns; the arguments: gate key, slots, the claim statement, queue, limit, targets and
+    output of a completion."""
+    names = ", ".join([*counts, *output_names(JOB_COLUMNS if full else LEAN_JOB_COLUMNS)])
     return engine.built_once(
         ("gate-call", counts, full),
         lambda: (
             f"""SELECT {names} FROM {engine.s}.{GATE_FUNCTION}(
                 $1::int, $2::int, $3::text, $4::text, $5::bigint, $6::uuid[], $7::int[], $8::text)
-            AS c({columns})"""
+            AS c({counted_job_columns(counts)})"""
         ),
     )
 

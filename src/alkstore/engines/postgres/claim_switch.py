@@ -2,11 +2,11 @@
 which the claim's mark (:mod:`.claim_marks`) and the adaptive claim gate (:mod:`.claim_gate`)
 switch.
 
-Every claim reports the server's time for its statement (``took``). A switch keeps the last
-:data:`SAMPLES` times of each way (the default way "off", the engaged way "on"); it engages
-when the median off takes more than :data:`ENGAGE_RATIO` times the median on plus
-:data:`ENGAGE_FLOOR`, and disengages, at a time of the default way, when that median no
-longer takes more than :data:`DISENGAGE_RATIO` times it plus :data:`DISENGAGE_FLOOR`. How
+A switch keeps the times of the last :data:`SAMPLES` claims each way (the default way "off",
+the engaged way "on"); it engages when the median off takes more than :data:`ENGAGE_RATIO`
+times the median on plus :data:`ENGAGE_FLOOR`, and disengages, at a time of the default way,
+when that median no longer takes more than :data:`DISENGAGE_RATIO` times it plus
+:data:`DISENGAGE_FLOOR` (the ratios: the mark's; the gate has its own). How
 often the way that is not engaged is tried (a probe) is the user's business.
 """
 
@@ -40,6 +40,9 @@ mark at the median, and 3 ms averaged over the last few claims now and then)."""
 class Switch:
     """Which way one queue's claims run, from the times of the last claims each way."""
 
+    engage_ratio: float = ENGAGE_RATIO
+    disengage_ratio: float = DISENGAGE_RATIO
+    """The ratios the rule uses (the floors are the module's)."""
     engaged: bool = False
     off: deque[float] = attrs.Factory(lambda: deque(maxlen=SAMPLES))
     """The server's time of the last claims the default way, in seconds."""
@@ -53,10 +56,10 @@ class Switch:
         if not (self.off and self.on):
             return False
         off, engaged = statistics.median(self.off), statistics.median(self.on)
-        if not self.engaged and off > ENGAGE_RATIO * engaged + ENGAGE_FLOOR:
+        if not self.engaged and off > self.engage_ratio * engaged + ENGAGE_FLOOR:
             self.engaged = True
             return True
-        if self.engaged and not on and off <= DISENGAGE_RATIO * engaged + DISENGAGE_FLOOR:
+        if self.engaged and not on and off <= self.disengage_ratio * engaged + DISENGAGE_FLOOR:
             self.engaged = False
             return True
         return False
