@@ -20,8 +20,8 @@ import attrs
 ENGAGE_RATIO = 2.0
 ENGAGE_FLOOR = 0.002
 """A switch engages when the default way takes longer than ``ENGAGE_RATIO`` times the
-engaged way plus ``ENGAGE_FLOOR`` seconds (the server's time for the statement, the medians
-of the last :data:`SAMPLES` claims)."""
+engaged way plus ``ENGAGE_FLOOR`` seconds (the medians of the last :data:`SAMPLES` claims'
+times: the server's time for the statement for the mark, the round trip for the gate)."""
 
 DISENGAGE_RATIO = 1.5
 DISENGAGE_FLOOR = 0.001
