@@ -20,12 +20,11 @@ single INSERT ... SELECT, whose cost hardly grows with the batch (docs/engines.m
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
 from ..core.options import NewJob
-from .postgres.send import SEND_OPTION_SQL, SEND_TYPES, trace_context_texts
+from .postgres.send import SEND_OPTION_SQL, SEND_TYPES, send_arrays
 
 SEND_FUNCTION = "send_jobs"
 """The function's name in the job schema."""
@@ -93,32 +92,8 @@ def send_call(s: str) -> str:
 
 
 def send_params(queue: str, jobs: Sequence[NewJob], channel: str) -> tuple[Any, ...]:
-    """The parameters of :func:`send_call`: an option array only where some job sets the
-    option (else NULL: every job takes the queue's value or the default)."""
-    options = [job.options for job in jobs]
-    # Jobs sent without options share one JobOptions object: look at each object once.
-    distinct = {id(o): o for o in options}.values()
-
-    def array(name: str) -> list[Any] | None:
-        if all(getattr(o, name) is None for o in distinct):
-            return None
-        return [getattr(o, name) for o in options]
-
-    timed = any(o.start_after is not None for o in distinct)
-    start_at = delay = None
-    if timed:
-        start_at = [
-            o.start_after if isinstance(o.start_after, dt.datetime) else None for o in options
-        ]
-        delay = [o.start_after if isinstance(o.start_after, float) else None for o in options]
-    traced = any(o.trace_context is not None for o in distinct)
-    return (
-        queue,
-        channel,
-        [job.id for job in jobs],
-        [job.data_json for job in jobs],
-        *(array(name) for name in SEND_OPTION_SQL),
-        start_at,
-        delay,
-        trace_context_texts(options) if traced else None,
-    )
+    """The parameters of :func:`send_call`: an array only where some job sets it
+    (:func:`~alkstore.engines.postgres.send.send_arrays`), else NULL: every job takes the
+    queue's value or the default."""
+    arrays = send_arrays(jobs)
+    return (queue, channel, *(arrays.get(name) for name in _ARRAYS))

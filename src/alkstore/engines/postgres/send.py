@@ -165,31 +165,12 @@ class SendMixin(QueueHintsMixin):
         throttle slot's SQL (jobs without ``singleton_seconds`` get none); ``guarded`` adds
         ``ON CONFLICT DO NOTHING`` for the policy and throttle indexes.
         """
-        options = [job.options for job in jobs]
-        # Jobs sent without options share one JobOptions object: look at each object once.
-        distinct = {id(o): o for o in options}.values()
-        bound = [
-            name for name in SEND_OPTION_SQL if any(getattr(o, name) is not None for o in distinct)
-        ]
-        timed = any(o.start_after is not None for o in distinct)
-        arrays: dict[str, list[Any]] = {
-            "id": [job.id for job in jobs],
-            "data": [job.data_json for job in jobs],
-        }
-        for name in bound:
-            arrays[name] = [getattr(o, name) for o in options]
-        if timed:
-            arrays["start_at"] = [
-                o.start_after if isinstance(o.start_after, dt.datetime) else None for o in options
-            ]
-            arrays["delay"] = [
-                o.start_after if isinstance(o.start_after, float) else None for o in options
-            ]
+        arrays = send_arrays(jobs)
+        bound = [name for name in SEND_OPTION_SQL if name in arrays]
+        timed = "start_at" in arrays
+        traced = "trace_context" in arrays
         if slot is not None:
-            arrays["singleton_seconds"] = [o.singleton_seconds for o in options]
-        traced = any(o.trace_context is not None for o in distinct)
-        if traced:
-            arrays["trace_context"] = trace_context_texts(options)
+            arrays["singleton_seconds"] = [job.options.singleton_seconds for job in jobs]
         values = {
             name: f"coalesce(t.{name}, {default})" if name in bound else default
             for name, (_type, default) in SEND_OPTION_SQL.items()
@@ -219,6 +200,32 @@ class SendMixin(QueueHintsMixin):
             JOIN {self.s}.queue q ON q.name = $1{gate}
             CROSS JOIN LATERAL (SELECT {start} AS at) sa{tail}"""
         return sql, (queue, *arrays.values())
+
+
+def send_arrays(jobs: Sequence[NewJob]) -> dict[str, list[Any]]:
+    """The arrays a send binds, by their :data:`SEND_TYPES` names: ``id`` and ``data``, then
+    only what some job sets: each option of :data:`SEND_OPTION_SQL`, ``start_at`` and
+    ``delay`` (an absolute or a relative ``start_after``), ``trace_context``."""
+    options = [job.options for job in jobs]
+    # Jobs sent without options share one JobOptions object: look at each object once.
+    distinct = {id(o): o for o in options}.values()
+    arrays: dict[str, list[Any]] = {
+        "id": [job.id for job in jobs],
+        "data": [job.data_json for job in jobs],
+    }
+    for name in SEND_OPTION_SQL:
+        if any(getattr(o, name) is not None for o in distinct):
+            arrays[name] = [getattr(o, name) for o in options]
+    if any(o.start_after is not None for o in distinct):
+        arrays["start_at"] = [
+            o.start_after if isinstance(o.start_after, dt.datetime) else None for o in options
+        ]
+        arrays["delay"] = [
+            o.start_after if isinstance(o.start_after, float) else None for o in options
+        ]
+    if any(o.trace_context is not None for o in distinct):
+        arrays["trace_context"] = trace_context_texts(options)
+    return arrays
 
 
 def trace_context_texts(options: Sequence[JobOptions]) -> list[str | None]:
