@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 
 import psycopg
+import pytest
 
 import alkstore
 from alkstore.bench.scale import vacuum_analyze
@@ -22,6 +24,17 @@ KEY: Key = (0, HEAD[1], uuid.UUID(int=5))
 """A job's key somewhere in a queue."""
 
 
+@pytest.fixture
+def two_stores(pg_dsn: str, schema_name: str) -> Iterator[tuple[alkstore.Store, alkstore.Store]]:
+    """Two stores on one schema: the one under test and another that claims, fails or
+    sends beside it."""
+    with (
+        alkstore.connect(pg_dsn, schema=schema_name) as store,
+        alkstore.connect(pg_dsn, schema=schema_name) as other,
+    ):
+        yield store, other
+
+
 def engaged(store: alkstore.Store, queue: str = "q") -> alkstore.Store:
     """``store`` with the mark of ``queue`` engaged (its claims walk from the mark)."""
     store.engine.claim_marks.engage(queue)
@@ -29,62 +42,55 @@ def engaged(store: alkstore.Store, queue: str = "q") -> alkstore.Store:
 
 
 def test_a_retry_behind_another_stores_mark_is_fetched_within_the_rewalk(
-    pg_dsn: str, schema_name: str
+    two_stores: tuple[alkstore.Store, alkstore.Store],
 ) -> None:
-    with (
-        alkstore.connect(pg_dsn, schema=schema_name) as store,
-        alkstore.connect(pg_dsn, schema=schema_name) as other,
-    ):
-        store.create_queue("q", retry_limit=1, retry_delay=0)
-        first, second, third = store.send_many("q", [{"data": n} for n in (1, 2, 3)])
-        (a,) = other.fetch("q")  # the other store claims the oldest job
-        (b,) = engaged(store).fetch("q")  # this store's mark moves past it
-        assert (a.id, b.id) == (first, second)
-        other.fail("q", a, "again")  # a retry, before this store's mark, due now
-        seen: list[uuid.UUID] = []
-        deadline = time.monotonic() + REWALK_SECONDS + 10
-        while len(seen) < 2 and time.monotonic() < deadline:
-            jobs = store.fetch("q")
-            seen += [j.id for j in jobs]
-            store.complete("q", jobs)
-            if not jobs:
-                time.sleep(0.05)
-        assert sorted(seen) == sorted([first, third])
+    store, other = two_stores
+    store.create_queue("q", retry_limit=1, retry_delay=0)
+    first, second, third = store.send_many("q", [{"data": n} for n in (1, 2, 3)])
+    (a,) = other.fetch("q")  # the other store claims the oldest job
+    (b,) = engaged(store).fetch("q")  # this store's mark moves past it
+    assert (a.id, b.id) == (first, second)
+    other.fail("q", a, "again")  # a retry, before this store's mark, due now
+    seen: list[uuid.UUID] = []
+    deadline = time.monotonic() + REWALK_SECONDS + 10
+    while len(seen) < 2 and time.monotonic() < deadline:
+        jobs = store.fetch("q")
+        seen += [j.id for j in jobs]
+        store.complete("q", jobs)
+        if not jobs:
+            time.sleep(0.05)
+    assert sorted(seen) == sorted([first, third])
 
 
-def test_a_higher_priority_job_is_fetched_by_every_claim(pg_dsn: str, schema_name: str) -> None:
-    with (
-        alkstore.connect(pg_dsn, schema=schema_name) as store,
-        alkstore.connect(pg_dsn, schema=schema_name) as other,
-    ):
-        store.create_queue("q")
-        store.send_many("q", [{"data": n} for n in range(3)])
-        assert [j.data for j in engaged(store).fetch("q")] == [0]  # the mark is at job 0
-        urgent = other.send("q", "urgent", priority=5)  # sorts before the mark
-        assert [j.id for j in store.fetch("q")] == [urgent]
-        assert [j.data for j in store.fetch("q")] == [1]
+def test_a_higher_priority_job_is_fetched_by_every_claim(
+    two_stores: tuple[alkstore.Store, alkstore.Store],
+) -> None:
+    store, other = two_stores
+    store.create_queue("q")
+    store.send_many("q", [{"data": n} for n in range(3)])
+    assert [j.data for j in engaged(store).fetch("q")] == [0]  # the mark is at job 0
+    urgent = other.send("q", "urgent", priority=5)  # sorts before the mark
+    assert [j.id for j in store.fetch("q")] == [urgent]
+    assert [j.data for j in store.fetch("q")] == [1]
 
 
 def test_claims_from_a_mark_keep_the_order_within_each_priority(
-    pg_dsn: str, schema_name: str
+    two_stores: tuple[alkstore.Store, alkstore.Store],
 ) -> None:
-    with (
-        alkstore.connect(pg_dsn, schema=schema_name) as store,
-        alkstore.connect(pg_dsn, schema=schema_name) as other,
-    ):
-        store.create_queue("q")
-        store.send_many("q", [{"data": ("low", n), "priority": -1} for n in range(4)])
-        store.send_many("q", [{"data": ("mid", n)} for n in range(6)])
-        (mid0,) = engaged(store).fetch("q")  # the mark is at the first job of priority 0
-        assert mid0.data == ["mid", 0]
-        other.send_many("q", [{"data": ("high", n), "priority": 3} for n in range(2)])
-        fetched = [j.data for j in store.fetch("q", batch_size=3)]
-        # the higher priority from its head, then the mark's priority from the mark on
-        assert fetched == [["high", 0], ["high", 1], ["mid", 1]]
-        fetched = [j.data for j in store.fetch("q", batch_size=7)]
-        # the rest of the mark's priority, then the lower one from its head
-        assert fetched == [["mid", n] for n in range(2, 6)] + [["low", n] for n in range(3)]
-        assert [j.data for j in store.fetch("q", batch_size=7)] == [["low", 3]]
+    store, other = two_stores
+    store.create_queue("q")
+    store.send_many("q", [{"data": ("low", n), "priority": -1} for n in range(4)])
+    store.send_many("q", [{"data": ("mid", n)} for n in range(6)])
+    (mid0,) = engaged(store).fetch("q")  # the mark is at the first job of priority 0
+    assert mid0.data == ["mid", 0]
+    other.send_many("q", [{"data": ("high", n), "priority": 3} for n in range(2)])
+    fetched = [j.data for j in store.fetch("q", batch_size=3)]
+    # the higher priority from its head, then the mark's priority from the mark on
+    assert fetched == [["high", 0], ["high", 1], ["mid", 1]]
+    fetched = [j.data for j in store.fetch("q", batch_size=7)]
+    # the rest of the mark's priority, then the lower one from its head
+    assert fetched == [["mid", n] for n in range(2, 6)] + [["low", n] for n in range(3)]
+    assert [j.data for j in store.fetch("q", batch_size=7)] == [["low", 3]]
 
 
 def test_an_engaged_mark_walks_from_the_head_once_a_period() -> None:
