@@ -580,3 +580,23 @@ def test_pressure_phases_from_a_trace() -> None:
     assert rows["during"]["jobs_per_s"] == 5 and rows["during"]["max_depth"] == 10
     assert rows["during"]["claim_p99_ms"] == 10
     assert rows["after"]["jobs_per_s"] == 15 and rows["after"]["max_depth"] == 5
+
+
+def test_drain_connections_caps_the_store_below_the_consumers(tmp_path: Path) -> None:
+    # Twelve consumers with a connection each would pass this server's limit of 8 (3 kept
+    # for superusers); capped at 2 they share them, and every job is completed once.
+    with TempCluster(max_connections=8) as cluster:
+        doc = bench(
+            cluster.dsn,
+            tmp_path,
+            "drain --connections 2 --jobs 600 --consumers 12 --batch 5 --driver psycopg,asyncpg",
+        )
+    assert doc["arguments"]["connections"] == 2
+    for row in doc["results"]:
+        assert row["engine"] == "postgres [2 connections]"
+        check_drained(row, 600)
+
+
+def test_drain_connections_refuses_zero(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        main(["bench", "drain", "--connections", "0", "--json", str(tmp_path / "d.json")])

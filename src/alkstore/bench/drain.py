@@ -88,6 +88,13 @@ class Backend:
     pooled_dsn: str | None = None
     """Connect the stores here, through PgBouncer (``pooler="pgbouncer"``), instead of to the
     DSN the drain is given (which setup and checks keep using)."""
+    connections: int | None = None
+    """Server connections for the consumers' statements (``--connections``): the store's pool
+    holds that many, and consumers beyond it wait in the pool for one -- the many-fetcher
+    cells measured with the statements in flight capped (docs/benchmarks.md, "Many fetchers,
+    few connections"). None: one connection per consumer. Through PgBouncer the cap is the
+    pooler's server pool instead (:func:`.server.bench_server`), and each consumer keeps a
+    client connection of its own, as a process of its own would."""
     variant: str | None = None
     """How the tables are prepared after the prefill (:func:`.server.prepare_drain`; None:
     the ``steady`` preparation, unlabelled -- ``bench peers`` labels both)."""
@@ -100,6 +107,8 @@ class Backend:
                 f"telemetry sample {self.telemetry_sample!r}: a share of the traces, "
                 "above 0 and at most 1"
             )
+        if self.connections is not None and self.connections < 1:
+            raise ValueError(f"connections {self.connections!r}: at least 1")
         if self.base_driver not in DRIVERS:
             raise ValueError(
                 f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}"
@@ -148,6 +157,8 @@ class Backend:
             engine = f"{engine}{TELEMETRY_LABEL}"
         if self.pooled_dsn is not None:
             engine = f"{engine} [pgbouncer]"
+        if self.connections is not None:
+            engine = f"{engine} [{self.connections} connections]"
         return Cell(
             system="alkstore",
             engine=engine,
@@ -352,8 +363,11 @@ class _Drain:
 
     @property
     def pool_size(self) -> int:
-        """One connection per consumer; a worker also fetches and watches on its own."""
-        return self.consumers + (2 if self.backend.worker else 0)
+        """One connection per consumer, or :attr:`Backend.connections` (not through PgBouncer,
+        whose server pool holds that cap); a worker also fetches and watches on its own."""
+        capped = self.backend.connections is not None and self.backend.pooled_dsn is None
+        consumers = self.backend.connections if capped else self.consumers
+        return (consumers or self.consumers) + (2 if self.backend.worker else 0)
 
     @property
     def warmup(self) -> int:

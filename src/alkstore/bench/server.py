@@ -96,9 +96,11 @@ def bench_server(
     settings: Mapping[str, str] | None = None,
     pg_version: int | None = None,
     pgbouncer: bool = False,
+    pgbouncer_pool: int | None = None,
 ) -> Iterator[Server]:
     """The server at ``dsn``, or a throwaway durable cluster (stopped on exit); with
-    ``pgbouncer``, also a throwaway PgBouncer in front of it (:attr:`Server.pooled_dsn`).
+    ``pgbouncer``, also a throwaway PgBouncer in front of it (:attr:`Server.pooled_dsn`) with
+    ``pgbouncer_pool`` server connections (None: :data:`PGBOUNCER_POOL_SIZE`).
 
     ``settings`` are extra server settings for a throwaway cluster, ``pg_version`` its major
     version (None: the system's; else installed into the cache when missing, see
@@ -108,7 +110,7 @@ def bench_server(
         if not pgbouncer:
             yield server
             return
-        with TempPgBouncer(server.dsn, pool_size=PGBOUNCER_POOL_SIZE) as bouncer:
+        with TempPgBouncer(server.dsn, pool_size=pgbouncer_pool or PGBOUNCER_POOL_SIZE) as bouncer:
             yield attrs.evolve(server, pooled_dsn=bouncer.dsn)
 
 

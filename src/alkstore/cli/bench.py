@@ -20,6 +20,7 @@ from ..bench.peers import DEFAULT_PEERS, LATENCY_PEERS, PEERS
 from ..bench.pressure import HOLDS, SYSTEMS, PressureSpec
 from ..bench.report import err
 from ..bench.server import STEADY, VARIANTS
+from .common import positive_int
 
 
 def int_list(text: str) -> list[int]:
@@ -183,6 +184,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="the measured stores connect through a throwaway PgBouncer in transaction "
         "pooling mode in front of the server (Debian's pgbouncer, installed when missing)",
+    )
+    drain.add_argument(
+        "--connections",
+        type=positive_int,
+        default=None,
+        help="server connections for the consumers' statements: the store's pool size "
+        "(consumers beyond it wait for one), or with --pgbouncer the pooler's server pool "
+        "(default: one connection per consumer)",
     )
     drain.add_argument(
         "--telemetry",
@@ -355,6 +364,7 @@ def _options(args: argparse.Namespace) -> commands.Options:
         emulate=getattr(args, "emulate", False),
         pg_version=args.pg_version,
         pgbouncer=getattr(args, "pgbouncer", False),
+        connections=getattr(args, "connections", None),
         event_loop=args.event_loop,
     )
 

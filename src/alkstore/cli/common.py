@@ -31,6 +31,14 @@ class CliError(Exception):
     """A failure the command explains in one line (no traceback, exit status 1)."""
 
 
+def positive_int(text: str) -> int:
+    """An argument that must be an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def add_connection_arguments(
     parser: argparse.ArgumentParser,
     *,

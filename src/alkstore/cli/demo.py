@@ -30,6 +30,8 @@ from rich.table import Table
 import alkstore
 from alkstore import Job, JobState
 
+from .common import positive_int
+
 QUEUE = "demo"
 """The queue the demo sends to and drains."""
 DEAD_LETTERS = "demo.dead"
@@ -57,14 +59,14 @@ def register(subparsers: Any) -> None:
         help="postgresql://… or pglite:// (default: pglite://, in-memory embedded PostgreSQL)",
     )
     parser.add_argument(
-        "--jobs", type=_positive, default=10_000, help="jobs to send (default %(default)s)"
+        "--jobs", type=positive_int, default=10_000, help="jobs to send (default %(default)s)"
     )
     parser.add_argument(
-        "--consumers", type=_positive, default=4, help="consumer threads (default %(default)s)"
+        "--consumers", type=positive_int, default=4, help="consumer threads (default %(default)s)"
     )
     parser.add_argument(
         "--batch",
-        type=_positive,
+        type=positive_int,
         default=100,
         help="jobs per fetch (default %(default)s, the batch of the drain benchmarks)",
     )
@@ -75,13 +77,6 @@ def register(subparsers: Any) -> None:
         help="client library (default %(default)s)",
     )
     parser.set_defaults(handler=run)
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 @attrs.frozen

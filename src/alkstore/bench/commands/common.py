@@ -75,6 +75,9 @@ class Options:
     """Major version of the throwaway server (``--pg-version``; None: the system's)."""
     pgbouncer: bool = False
     """Measured stores connect through a throwaway PgBouncer (``--pgbouncer``; drain only)."""
+    connections: int | None = None
+    """Server connections for the measured store's statements (``--connections``; drain
+    only): its pool's size, or with :attr:`pgbouncer` the pooler's server pool."""
     event_loop: str = event_loop.DEFAULT
     """The loop async cells run on (``--event-loop``, :mod:`.event_loop`)."""
 
@@ -89,7 +92,11 @@ def run(
     started = dt.datetime.now(dt.UTC)
     event_loop.choose(options.event_loop)
     with bench_server(
-        options.dsn, options.server_settings, options.pg_version, options.pgbouncer
+        options.dsn,
+        options.server_settings,
+        options.pg_version,
+        options.pgbouncer,
+        options.connections if options.pgbouncer else None,
     ) as server:
         label = server.durability.label
         if not server.durability.durable:

@@ -56,6 +56,8 @@ def drain(
         arguments["telemetry_sample"] = telemetry_sample
     if options.pgbouncer:
         arguments["pgbouncer"] = True
+    if options.connections is not None:
+        arguments["connections"] = options.connections
 
     def measure(server: Server, progress: BenchProgress) -> Measured:
         rows = [
@@ -69,6 +71,7 @@ def drain(
                     scenario,
                     measured,
                     pooled_dsn=server.pooled_dsn,
+                    connections=options.connections,
                     telemetry_sample=1.0 if telemetry_sample is None else telemetry_sample,
                 ),
                 cell_jobs(jobs, c, b),
