@@ -1175,6 +1175,84 @@ def test_async_pool_wakes_waiters_on_close_and_survives_cancelled_waiters() -> N
     run(scenario())
 
 
+def test_async_pool_wakes_one_waiter_per_return_in_arrival_order() -> None:
+    async def scenario() -> None:
+        f = FakeFactory()
+        pool = AsyncPool(f.aconnect, f.aclose, lambda c: not c.closed, size=1)
+        order: list[int] = []
+        loop = asyncio.get_running_loop()
+        scheduled = 0
+        call_soon = loop.call_soon
+
+        def counting(*args: Any, **kw: Any) -> Any:
+            nonlocal scheduled
+            scheduled += 1
+            return call_soon(*args, **kw)
+
+        async def borrow(i: int) -> None:
+            async with pool.lease():
+                order.append(i)
+
+        async with pool.lease():
+            tasks = [asyncio.create_task(borrow(i)) for i in range(50)]
+            for _ in range(3):
+                await asyncio.sleep(0)  # every borrower is now waiting
+            loop.call_soon = counting  # type: ignore[method-assign]
+        # The return woke the first waiter only: it alone was scheduled (waking all fifty
+        # scheduled every one of them, and each of them again on every later return).
+        assert scheduled <= 2
+        loop.call_soon = call_soon  # type: ignore[method-assign]
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert order == list(range(50))
+
+    run(scenario())
+
+
+def test_async_pool_hands_a_returned_connection_to_the_waiting_borrower() -> None:
+    async def scenario() -> None:
+        f = FakeFactory()
+        pool = AsyncPool(f.aconnect, f.aclose, lambda c: not c.closed, size=1)
+        order: list[str] = []
+
+        async def borrow(name: str) -> None:
+            async with pool.lease():
+                order.append(name)
+
+        async def again() -> None:
+            async with pool.lease():
+                waiting = asyncio.create_task(borrow("waited"))
+                await asyncio.sleep(0)
+            # Back at once, without letting the waiting task run: it queues behind it.
+            await borrow("came back")
+            await waiting
+
+        await asyncio.wait_for(again(), 10)
+        assert order == ["waited", "came back"]
+
+    run(scenario())
+
+
+def test_async_pool_waiter_cancelled_after_its_wake_up_passes_it_on() -> None:
+    async def scenario() -> None:
+        f = FakeFactory()
+        pool = AsyncPool(f.aconnect, f.aclose, lambda c: not c.closed, size=1)
+        got: list[str] = []
+
+        async def borrow(name: str) -> None:
+            async with pool.lease():
+                got.append(name)
+
+        async with pool.lease():
+            first = asyncio.create_task(borrow("first"))
+            second = asyncio.create_task(borrow("second"))
+            await asyncio.sleep(0)
+        first.cancel()  # the return above woke it; it is cancelled before it runs
+        await asyncio.wait_for(second, 10)  # the wake-up went on to the next waiter
+        assert got == ["second"] and first.cancelled()
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_psycopg_reads_year_10000_in_a_zone_east_of_utc_as_the_latest_time(
     pg_dsn: str, binary: bool

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import select
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Generic, TypeVar
@@ -151,7 +152,18 @@ class SyncPool(Generic[C]):
 
 
 class AsyncPool(Generic[C]):
-    """At most ``size`` connections, opened on demand by the borrowing task."""
+    """At most ``size`` connections, opened on demand by the borrowing task.
+
+    Borrowers that find every connection lent out wait in arrival order, and a connection
+    that comes back goes straight to the first of them (a freed slot likewise, to open a
+    connection with): one waiter is woken per return, and a borrower that did not wait
+    cannot take the connection from under the ones that did. Waking every waiter on every
+    return, as an ``asyncio.Condition``'s ``notify_all`` does, cost a turn of each waiting
+    task per return: with 128 consumers on 8 connections, most of the client's CPU per job;
+    and without the hand-over, consumers that came back at once kept the connections while
+    the others, completions among them, waited seconds (docs/benchmarks.md, "Many fetchers,
+    few connections").
+    """
 
     def __init__(
         self,
@@ -171,9 +183,9 @@ class AsyncPool(Generic[C]):
         self._idle: list[C] = []
         self._open = 0
         self._closed = False
-        self._cond = asyncio.Condition()
-        self._waiting = 0
-        """Borrowers waiting for a connection: only then does a return wake anyone."""
+        self._waiters: deque[asyncio.Future[C | None]] = deque()
+        """Borrowers waiting, first come first: each is handed a connection, or None (a
+        slot to open one in)."""
 
     @property
     def size(self) -> int:
@@ -194,75 +206,71 @@ class AsyncPool(Generic[C]):
             await self._give_back(lease)
 
     async def _borrow(self) -> C:
-        while (conn := await self._take_idle()) is not None:
+        conn = await self._take()
+        if conn is not None:
             if _idle_usable(self._reusable, self._alive, conn):
                 return conn
-            self._open -= 1
+            # Its session ended while it sat idle: open another in its slot.
             await _safe_aclose(self._close, conn)
         try:
             return await self._connect()
         except BaseException:
-            # Also on cancellation: give the slot back. Plain bookkeeping, no await needed
-            # until the notify, which wakes every waiter so none misses the freed slot.
-            self._open -= 1
-            await self._wake_waiters()
+            # Also on cancellation: the slot goes to the next waiter.
+            self._hand_on(None)
             raise
 
-    async def _take_idle(self) -> C | None:
-        """An idle connection, or None once a slot for a new one is reserved."""
-        async with self._cond:
-            while True:
-                if self._closed:
-                    raise PoolClosed()
-                if self._idle:
-                    return self._idle.pop()
-                if self._open < self._size:
-                    self._open += 1
-                    return None
-                self._waiting += 1
-                try:
-                    await self._cond.wait()
-                finally:
-                    self._waiting -= 1
+    async def _take(self) -> C | None:
+        """A connection, or None once a slot for a new one is this borrower's."""
+        if self._closed:
+            raise PoolClosed()
+        if self._idle:
+            return self._idle.pop()
+        if self._open < self._size:
+            self._open += 1
+            return None
+        waiter: asyncio.Future[C | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._hand_on(waiter.result())  # handed over, then cancelled: pass it on
+            else:
+                with suppress(ValueError):
+                    self._waiters.remove(waiter)
+            raise
+
+    def _hand_on(self, conn: C | None) -> None:
+        """Hand ``conn`` (None: a freed slot) to the first waiting borrower, else keep the
+        connection idle or give the slot up."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        if conn is None:
+            self._open -= 1
+        else:
+            self._idle.append(conn)
 
     async def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
-        keep = not lease.discard and _safe_check(self._reusable, conn)
-        if keep and not self._closed:
-            self._idle.append(conn)
-        else:
-            self._open -= 1
-        # notify_all, not notify: on Python < 3.13 a waiter cancelled just after being
-        # notified swallows the wake-up, and another waiter would sleep on a free slot.
-        discarded = not keep or self._closed
-        try:
-            await self._wake_waiters()
-        finally:
-            if discarded:
-                await _safe_aclose(self._close, conn)
-
-    async def _wake_waiters(self) -> None:
-        # With nobody waiting there is no one to wake: the shielded notify is a task of its
-        # own, a turn of the event loop on every return of a connection (docs/benchmarks.md,
-        # "The async pools' return"). A borrower that starts waiting later sees the returned
-        # connection or the freed slot itself before it waits.
-        if self._waiting:
-            await self._notify_all()
-
-    async def _notify_all(self) -> None:
-        # Shielded so that a cancelled borrower still wakes the others.
-        await asyncio.shield(self._locked_notify_all())
-
-    async def _locked_notify_all(self) -> None:
-        async with self._cond:
-            self._cond.notify_all()
+        if not lease.discard and not self._closed and _safe_check(self._reusable, conn):
+            self._hand_on(conn)
+            return
+        self._hand_on(None)
+        await _safe_aclose(self._close, conn)
 
     async def close(self) -> None:
-        """Close idle connections now and lent ones when they come back; wake all waiters."""
+        """Close idle connections now and lent ones when they come back; the waiting
+        borrowers get :class:`PoolClosed`."""
         self._closed = True
         idle, self._idle = self._idle, []
         self._open -= len(idle)
-        await self._notify_all()
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(PoolClosed())
         for conn in idle:
             await _safe_aclose(self._close, conn)
 
