@@ -1111,6 +1111,28 @@ def test_sync_pool_reuses_discards_and_closes() -> None:
     assert len(f.opened) == 3
 
 
+def test_sync_pool_hands_a_returned_connection_to_the_waiting_thread() -> None:
+    f = FakeFactory()
+    pool = SyncPool(f.connect, f.close, lambda c: not c.closed, size=1)
+    order: list[str] = []
+
+    def borrow(name: str) -> None:
+        with pool.lease():
+            order.append(name)
+
+    with pool.lease():
+        waiting = threading.Thread(target=borrow, args=("waited",))
+        waiting.start()
+        deadline = time.monotonic() + 10
+        while not pool._waiters:  # the thread is now waiting for the one connection
+            assert time.monotonic() < deadline, "the thread never waited"
+            time.sleep(0.001)
+    # Back at once: the returned connection went to the waiting thread, so this waits.
+    borrow("came back")
+    waiting.join(10)
+    assert order == ["waited", "came back"]
+
+
 def test_pools_ask_whether_an_idle_connection_is_alive_only_when_lending_it() -> None:
     f = FakeFactory()
     asked: list[int] = []

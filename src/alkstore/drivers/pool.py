@@ -59,8 +59,27 @@ class Lease(Generic[C]):
         """Close the connection on return (the borrower saw it break)."""
 
 
+class _Waiter(Generic[C]):
+    """A thread waiting for a connection of a :class:`SyncPool`."""
+
+    __slots__ = ("handed", "ready", "value")
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.handed = False
+        self.value: C | None = None
+        """The connection handed over, or None: a slot to open one in."""
+
+
 class SyncPool(Generic[C]):
-    """At most ``size`` connections, opened on demand by the borrowing thread."""
+    """At most ``size`` connections, opened on demand by the borrowing thread.
+
+    As in :class:`AsyncPool`, waiting borrowers are served in arrival order and a returned
+    connection (or a freed slot) is handed straight to the first of them: with a plain
+    condition variable, a thread that came back at once took the connection before the
+    woken one ran, and at 128 threads on 8 connections some waited seconds
+    (docs/benchmarks.md, "Many fetchers, few connections").
+    """
 
     def __init__(
         self,
@@ -80,7 +99,8 @@ class SyncPool(Generic[C]):
         self._idle: list[C] = []
         self._open = 0  # connections open or being opened, idle or lent out
         self._closed = False
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._waiters: deque[_Waiter[C]] = deque()
 
     @property
     def size(self) -> int:
@@ -101,52 +121,76 @@ class SyncPool(Generic[C]):
             self._give_back(lease)
 
     def _borrow(self) -> C:
-        while (conn := self._take_idle()) is not None:
+        conn = self._take()
+        if conn is not None:
             if _idle_usable(self._reusable, self._alive, conn):
                 return conn
-            with self._cond:
-                self._open -= 1
+            # Its session ended while it sat idle: open another in its slot.
             _safe_close(self._close, conn)
         try:
             return self._connect()
         except BaseException:
-            with self._cond:
-                self._open -= 1
-                self._cond.notify()
+            with self._lock:
+                self._hand_on(None)
             raise
 
-    def _take_idle(self) -> C | None:
-        """An idle connection, or None once a slot for a new one is reserved."""
-        with self._cond:
-            while True:
-                if self._closed:
-                    raise PoolClosed()
-                if self._idle:
-                    return self._idle.pop()
-                if self._open < self._size:
-                    self._open += 1
-                    return None
-                self._cond.wait()
+    def _take(self) -> C | None:
+        """A connection, or None once a slot for a new one is this borrower's."""
+        with self._lock:
+            if self._closed:
+                raise PoolClosed()
+            if self._idle:
+                return self._idle.pop()
+            if self._open < self._size:
+                self._open += 1
+                return None
+            waiter: _Waiter[C] = _Waiter()
+            self._waiters.append(waiter)
+        try:
+            waiter.ready.wait()
+        except BaseException:
+            with self._lock:
+                if waiter.handed:
+                    self._hand_on(waiter.value)  # handed over, then interrupted: pass it on
+                else:
+                    self._waiters.remove(waiter)
+            raise
+        if not waiter.handed:
+            raise PoolClosed()
+        return waiter.value
+
+    def _hand_on(self, conn: C | None) -> None:
+        """With the lock held: hand ``conn`` (None: a freed slot) to the first waiting
+        borrower, else keep the connection idle or give the slot up."""
+        if self._waiters:
+            waiter = self._waiters.popleft()
+            waiter.value, waiter.handed = conn, True
+            waiter.ready.set()
+        elif conn is None:
+            self._open -= 1
+        else:
+            self._idle.append(conn)
 
     def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
         keep = not lease.discard and _safe_check(self._reusable, conn)
-        with self._cond:
+        with self._lock:
             if keep and not self._closed:
-                self._idle.append(conn)
-                self._cond.notify()
+                self._hand_on(conn)
                 return
-            self._open -= 1
-            self._cond.notify()
+            self._hand_on(None)
         _safe_close(self._close, conn)
 
     def close(self) -> None:
-        """Close idle connections now and lent ones when they come back; wake all waiters."""
-        with self._cond:
+        """Close idle connections now and lent ones when they come back; the waiting
+        borrowers get :class:`PoolClosed`."""
+        with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
             self._open -= len(idle)
-            self._cond.notify_all()
+            waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            waiter.ready.set()
         for conn in idle:
             _safe_close(self._close, conn)
 
