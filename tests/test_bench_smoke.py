@@ -600,3 +600,39 @@ def test_drain_connections_caps_the_store_below_the_consumers(tmp_path: Path) ->
 def test_drain_connections_refuses_zero(tmp_path: Path) -> None:
     with pytest.raises(SystemExit):
         main(["bench", "drain", "--connections", "0", "--json", str(tmp_path / "d.json")])
+
+
+def test_peers_connections_share_fewer_connections_than_consumers(tmp_path: Path) -> None:
+    # As in the drain above: 12 consumers on a server with room for 8 connections.
+    with TempCluster(max_connections=8) as cluster:
+        doc = bench(
+            cluster.dsn,
+            tmp_path,
+            "peers --connections 2 --jobs 600 --consumers 12 --batch 5 --peers raw-sql",
+        )
+    assert doc["arguments"]["connections"] == 2
+    assert {(r["system"], r["engine"]) for r in doc["results"]} == {
+        ("alkstore", "postgres [2 connections]"),
+        ("raw-sql [2 connections]", None),
+    }
+    for row in doc["results"]:
+        check_drained(row, 600)
+
+
+def test_peers_connections_refuse_a_peer_that_cannot_share(
+    _bench_dsn: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "refused.json"
+    args = [
+        "peers",
+        "--connections",
+        "2",
+        "--jobs",
+        "10",
+        "--peers",
+        "raw-sql,pgqueuer",
+        "--no-progress",
+    ]
+    assert main(["bench", *args, "--dsn", _bench_dsn, "--json", str(path)]) == 1
+    assert "['pgqueuer'] cannot share fewer connections" in capsys.readouterr().err
+    assert not path.exists()  # refused before anything ran

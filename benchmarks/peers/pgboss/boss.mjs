@@ -7,7 +7,7 @@ export async function startBoss (args) {
   const boss = new PgBoss({
     connectionString: args.dsn,
     schema: args.schema,
-    max: args.consumers + 2,
+    max: (args.connections ?? args.consumers) + 2,
     supervise: false,
     schedule: false
   })

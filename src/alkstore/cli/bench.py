@@ -23,6 +23,10 @@ from ..bench.server import STEADY, VARIANTS
 from .common import positive_int
 
 
+def _connections_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--connections", type=positive_int, default=None, help=help)
+
+
 def int_list(text: str) -> list[int]:
     """``1,8,32`` -> ``[1, 8, 32]`` (each at least 1)."""
     try:
@@ -185,11 +189,9 @@ def register(subparsers: Any) -> None:
         help="the measured stores connect through a throwaway PgBouncer in transaction "
         "pooling mode in front of the server (Debian's pgbouncer, installed when missing)",
     )
-    drain.add_argument(
-        "--connections",
-        type=positive_int,
-        default=None,
-        help="server connections for the consumers' statements: the store's pool size "
+    _connections_argument(
+        drain,
+        "server connections for the consumers' statements: the store's pool size "
         "(consumers beyond it wait for one), or with --pgbouncer the pooler's server pool "
         "(default: one connection per consumer)",
     )
@@ -340,6 +342,12 @@ def register(subparsers: Any) -> None:
         type=name_list(tuple(PEERS)),
         default=list(DEFAULT_PEERS),
         help=f"comma-separated: {', '.join(PEERS)} (all but the raw-sql-* variants: lanes, gates)",
+    )
+    _connections_argument(
+        peers,
+        "server connections each system's consumers share, consumers beyond them waiting "
+        "for one: alkstore's pool size, raw SQL's and pg-boss's (default: one connection "
+        "per consumer)",
     )
     peers.add_argument(
         "--variant",

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..drain import Backend, cell_jobs, cell_jobs_rule
 from ..isolation import run_isolated
-from ..peers import PEERS, DrainSpec, peer_versions, run_peer
+from ..peers import PEERS, SHARED_CONNECTIONS, DrainSpec, peer_versions, run_peer
 from ..progress import Progress
 from ..report import (
     DRAIN_COLUMNS,
@@ -71,6 +71,14 @@ def peers(
     unknown = [n for n in names if n not in PEERS]
     if unknown:
         raise ValueError(f"unknown peers {unknown}: choose from {', '.join(PEERS)}")
+    if options.connections is not None:
+        arguments["connections"] = options.connections
+        alone = [n for n in names if n not in SHARED_CONNECTIONS]
+        if alone:
+            raise ValueError(
+                f"--connections {options.connections}: peers {alone} cannot share fewer "
+                f"connections than consumers; choose from {', '.join(sorted(SHARED_CONNECTIONS))}"
+            )
     strange = [v for v in variants if v not in VARIANTS]
     if strange or not variants:
         raise ValueError(f"unknown variants {strange}: choose from {', '.join(VARIANTS)}")
@@ -81,12 +89,23 @@ def peers(
             for c, b in cells(consumers, batches):
                 count = cell_jobs(jobs, c, b)
                 for driver in drivers:
-                    backend = Backend(engine, driver, options.emulate, variant=variant)
+                    backend = Backend(
+                        engine,
+                        driver,
+                        options.emulate,
+                        variant=variant,
+                        connections=options.connections,
+                    )
                     results.append(
                         _drain_one(server, progress, backend, count, c, b, options.timeout)
                     )
                 spec = DrainSpec(
-                    jobs=count, consumers=c, batch=b, timeout=options.timeout, variant=variant
+                    jobs=count,
+                    consumers=c,
+                    batch=b,
+                    timeout=options.timeout,
+                    variant=variant,
+                    connections=options.connections,
                 )
                 for name in names:
                     label = f"{name} c={c} b={b} [{variant}]"

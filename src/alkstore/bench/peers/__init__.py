@@ -37,6 +37,21 @@ DEFAULT_PEERS = tuple(name for name in PEERS if not name.startswith("raw-sql-"))
 """The peers ``bench peers`` drives unless told: all but the ``raw-sql-*`` variants (lanes,
 gates), design alternatives measured on demand (docs/benchmarks.md)."""
 
+SHARED_CONNECTIONS = frozenset(
+    {
+        "raw-sql",
+        "raw-sql-lanes",
+        "raw-sql-gated",
+        "raw-sql-gated-early",
+        "raw-sql-gated-k4",
+        "pg-boss",
+        "pg-boss-work",
+    }
+)
+"""The peers whose consumers can share fewer connections than there are consumers
+(``--connections``): pgqueuer runs one queue manager on a connection of its own per
+consumer, and procrastinate's pool is not measured that way."""
+
 LATENCY_PEERS = ("pg-boss", "pgqueuer", "procrastinate")
 """Peers whose worker ``bench latency`` measures (each module's ``latency``)."""
 
@@ -79,6 +94,7 @@ __all__ = [
     "DEFAULT_PEERS",
     "LATENCY_PEERS",
     "PEERS",
+    "SHARED_CONNECTIONS",
     "DrainSpec",
     "peer_module",
     "peer_versions",

@@ -121,6 +121,7 @@ def _drain(dsn: str, spec: DrainSpec, schema: str, progress: Progress, mode: str
         "queue": QUEUE,
         "jobs": spec.jobs,
         "consumers": spec.consumers,
+        "connections": spec.pool_size,
         "batch": spec.batch,
         "warmup": spec.warmup,
         "timeoutSeconds": spec.timeout,

@@ -137,7 +137,7 @@ def drain_with(
     """The ceiling's drain of peer ``name`` with the statements ``sql`` and the claim that
     ``claim`` makes of the pool and them."""
     create_schema(dsn, schema)
-    pool = Connections(dsn, spec.consumers)
+    pool = Connections(dsn, spec.pool_size)
     try:
         with pool.cursor() as cur:
             for ddl in sql.create:

@@ -19,6 +19,16 @@ class DrainSpec:
     timeout: float = DEFAULT_TIMEOUT
     variant: str = attrs.field(default=STEADY, validator=attrs.validators.in_(VARIANTS))
     """How the tables are prepared after the prefill (:func:`..server.prepare_drain`)."""
+    connections: int | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(attrs.validators.ge(1)),
+    )
+    """Server connections the consumers share (``--connections``; None: one a consumer)."""
+
+    @property
+    def pool_size(self) -> int:
+        """The connections the consumers share: :attr:`connections`, at most one a consumer."""
+        return min(self.consumers, self.connections or self.consumers)
 
     @property
     def warmup(self) -> int:
@@ -27,6 +37,8 @@ class DrainSpec:
 
     def cell(self, system: str, driver: str | None = None) -> Cell:
         """The table cell of ``system``'s drain (through ``driver``) of this spec."""
+        if self.connections is not None:
+            system = f"{system} [{self.connections} connections]"
         return Cell(
             system=system,
             driver=driver,
