@@ -53,6 +53,15 @@ class FlowsMixin(EngineBase):
             parent_ids.setdefault(by_ref[ref].queue, []).append(by_ref[ref].job.id)
 
         def run() -> Steps[dict[str, uuid.UUID]]:
+            # A completion looks for flow parents only in a queue marked as having them
+            # (schema.FLOW_PARENTS_VERSION). Marked first: sharded Citus takes a change of its
+            # reference table before the transaction's writes to the shards, not after.
+            if parent_ids:
+                yield Statement(
+                    f"""UPDATE {s}.queue SET flow_parents = true
+                    WHERE name = ANY($1::text[]) AND NOT flow_parents""",
+                    (sorted(parent_ids),),
+                )
             for queue_jobs, send in zip(by_queue.values(), sends, strict=True):
                 got = yield from send.steps()
                 refused = [refs[j.id] for j, i in zip(queue_jobs, got, strict=True) if i is None]

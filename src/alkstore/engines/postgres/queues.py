@@ -65,8 +65,9 @@ class QueueMixin(QueueHintsMixin):
             yield Statement(
                 f"""INSERT INTO {s}.queue (name, policy, retry_limit, retry_delay, retry_backoff,
                     retry_delay_max, expire_seconds, heartbeat_seconds, retention_seconds,
-                    deletion_seconds, dead_letter, partition, table_name, concurrency_limit)
-                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)""",
+                    deletion_seconds, dead_letter, partition, table_name, concurrency_limit,
+                    flow_parents)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, false)""",
                 (
                     name,
                     options.policy.value,

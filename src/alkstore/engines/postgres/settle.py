@@ -72,8 +72,10 @@ def unflowed_complete_ctes(
     writes ``job_blocked``, a reference table, whose lock on every node serialised all
     completions of the cluster)."""
     where = _completable(include_queued)
+    # Looked up only in a queue that may have flow parents: evaluated once, not per target.
+    may_have = f"(SELECT q.flow_parents FROM {s}.queue q WHERE q.name = $1) IS NOT FALSE"
     parents = f"""SELECT j.id FROM {s}.job j, {targets_sql(targets_at)}
-        WHERE j.name = $1 AND j.flow_parent AND {where} AND {fence()}"""
+        WHERE {may_have} AND j.name = $1 AND j.flow_parent AND {where} AND {fence()}"""
     done = complete_update(
         s,
         targets_at,
