@@ -1275,6 +1275,66 @@ def test_async_pool_waiter_cancelled_after_its_wake_up_passes_it_on() -> None:
     run(scenario())
 
 
+def test_async_pool_cancelled_while_closing_a_dead_idle_connection_frees_its_slot() -> None:
+    async def scenario() -> None:
+        f = FakeFactory()
+        closing = asyncio.Event()
+        dead: set[int] = set()
+
+        async def slow_close(conn: FakeConn) -> None:
+            closing.set()
+            await asyncio.Event().wait()  # a close that never ends (a server gone quiet)
+
+        pool = AsyncPool(
+            f.aconnect, slow_close, lambda c: True, size=1, alive=lambda c: c.n not in dead
+        )
+        async with pool.lease() as first:
+            pass
+        dead.add(first.connection.n)  # its session ended while it sat idle
+        stuck = asyncio.create_task(pool.lease().__aenter__())
+        await asyncio.wait_for(closing.wait(), 10)
+        stuck.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stuck
+        async with asyncio.timeout(10), pool.lease() as again:  # the slot came back
+            assert again.connection is not first.connection
+
+    run(scenario())
+
+
+def test_async_pool_waiter_cancelled_after_close_is_cancelled() -> None:
+    async def scenario() -> None:
+        f = FakeFactory()
+        pool = AsyncPool(f.aconnect, f.aclose, lambda c: not c.closed, size=1)
+        async with pool.lease():
+            waiting = asyncio.create_task(pool.lease().__aenter__())
+            await asyncio.sleep(0)
+            await pool.close()  # fails the waiter with PoolClosed...
+            waiting.cancel()  # ...and it is cancelled before it runs
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+
+    run(scenario())
+
+
+def test_async_pool_closes_a_connection_handed_to_a_waiter_cancelled_after_close() -> None:
+    async def scenario() -> None:
+        f = FakeFactory()
+        pool = AsyncPool(f.aconnect, f.aclose, lambda c: not c.closed, size=1)
+        async with pool.lease() as held:
+            waiting = asyncio.create_task(pool.lease().__aenter__())
+            await asyncio.sleep(0)
+        # The return handed the connection to the waiter; the pool closes, the waiter is
+        # cancelled, and the connection it was handed is closed, not kept in a closed pool.
+        await pool.close()
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert held.connection.closed
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("binary", [True, False])
 def test_psycopg_reads_year_10000_in_a_zone_east_of_utc_as_the_latest_time(
     pg_dsn: str, binary: bool

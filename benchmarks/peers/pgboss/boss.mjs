@@ -1,5 +1,5 @@
-// The pg-boss instance drain.mjs and pressure.mjs drive: one pool of `consumers` + 2
-// connections, no supervisor or scheduler of its own (a drain measures fetch and complete
+// The pg-boss instance drain.mjs and pressure.mjs drive: one pool of `connections` (else
+// `consumers`) + 2 connections, no supervisor or scheduler of its own (a drain measures fetch and complete
 // only), errors to stderr. Started before it is returned.
 import { PgBoss } from 'pg-boss'
 

@@ -365,9 +365,11 @@ class _Drain:
     def pool_size(self) -> int:
         """One connection per consumer, or :attr:`Backend.connections` (not through PgBouncer,
         whose server pool holds that cap); a worker also fetches and watches on its own."""
-        capped = self.backend.connections is not None and self.backend.pooled_dsn is None
-        consumers = self.backend.connections if capped else self.consumers
-        return (consumers or self.consumers) + (2 if self.backend.worker else 0)
+        cap = self.backend.connections
+        consumers = self.consumers
+        if cap is not None and self.backend.pooled_dsn is None:
+            consumers = min(consumers, cap)
+        return consumers + (2 if self.backend.worker else 0)
 
     @property
     def warmup(self) -> int:

@@ -12,8 +12,14 @@ psycopg_pool pool can still be adopted):
   a long time); in psycopg_pool one ``timeout`` bounds both the wait and the connect;
 * no worker threads or maintenance tasks, so a store that is never used costs nothing.
 
-asyncpg's own pool already behaves this way (connections are opened lazily, in the
-acquiring task, with a connect timeout) and the asyncpg driver uses it.
+asyncpg's own pool behaves much the same (connections opened lazily, in the acquiring
+task, with a connect timeout), but a store opened from a DSN gives asyncpg connections an
+:class:`AsyncPool` too (docs/benchmarks.md, "The async pools' return"); a caller's own asyncpg
+pool is used as it is.
+
+Borrowers that find every connection lent out wait in arrival order, and a returned
+connection (or a freed slot, to open one in) is handed straight to the first of them
+(docs/benchmarks.md, "The pools' waiting borrowers").
 
 The pools are generic over the connection type: a driver supplies how to open, close and
 check a connection. Connections are reused newest-first (the warmest one). A connection is
@@ -78,7 +84,7 @@ class SyncPool(Generic[C]):
     connection (or a freed slot) is handed straight to the first of them: with a plain
     condition variable, a thread that came back at once took the connection before the
     woken one ran, and at 128 threads on 8 connections some waited seconds
-    (docs/benchmarks.md, "Many fetchers, few connections").
+    (docs/benchmarks.md, "The pools' waiting borrowers").
     """
 
     def __init__(
@@ -122,12 +128,12 @@ class SyncPool(Generic[C]):
 
     def _borrow(self) -> C:
         conn = self._take()
-        if conn is not None:
-            if _idle_usable(self._reusable, self._alive, conn):
-                return conn
-            # Its session ended while it sat idle: open another in its slot.
-            _safe_close(self._close, conn)
         try:
+            if conn is not None:
+                if _idle_usable(self._reusable, self._alive, conn):
+                    return conn
+                # Its session ended while it sat idle: open another in its slot.
+                _safe_close(self._close, conn)
             return self._connect()
         except BaseException:
             with self._lock:
@@ -150,18 +156,26 @@ class SyncPool(Generic[C]):
             waiter.ready.wait()
         except BaseException:
             with self._lock:
-                if waiter.handed:
-                    self._hand_on(waiter.value)  # handed over, then interrupted: pass it on
+                if waiter.handed:  # handed over, then interrupted: pass it on
+                    leftover = self._hand_on(waiter.value)
                 else:
-                    self._waiters.remove(waiter)
+                    leftover = None
+                    with suppress(ValueError):  # close() took the waiters meanwhile
+                        self._waiters.remove(waiter)
+            if leftover is not None:
+                _safe_close(self._close, leftover)
             raise
         if not waiter.handed:
             raise PoolClosed()
         return waiter.value
 
-    def _hand_on(self, conn: C | None) -> None:
+    def _hand_on(self, conn: C | None) -> C | None:
         """With the lock held: hand ``conn`` (None: a freed slot) to the first waiting
-        borrower, else keep the connection idle or give the slot up."""
+        borrower, else keep the connection idle or give the slot up. Once the pool is closed
+        the slot is given up and ``conn`` returned, for the caller to close."""
+        if self._closed:
+            self._open -= 1
+            return conn
         if self._waiters:
             waiter = self._waiters.popleft()
             waiter.value, waiter.handed = conn, True
@@ -170,20 +184,21 @@ class SyncPool(Generic[C]):
             self._open -= 1
         else:
             self._idle.append(conn)
+        return None
 
     def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
         keep = not lease.discard and _safe_check(self._reusable, conn)
         with self._lock:
-            if keep and not self._closed:
-                self._hand_on(conn)
-                return
-            self._hand_on(None)
-        _safe_close(self._close, conn)
+            leftover = self._hand_on(conn if keep else None)
+        if not keep:
+            leftover = conn
+        if leftover is not None:
+            _safe_close(self._close, leftover)
 
     def close(self) -> None:
-        """Close idle connections now and lent ones when they come back; the waiting
-        borrowers get :class:`PoolClosed`."""
+        """Close idle connections now and lent ones when they come back; the borrowers still
+        waiting get :class:`PoolClosed`."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
@@ -205,8 +220,8 @@ class AsyncPool(Generic[C]):
     return, as an ``asyncio.Condition``'s ``notify_all`` does, cost a turn of each waiting
     task per return: with 128 consumers on 8 connections, most of the client's CPU per job;
     and without the hand-over, consumers that came back at once kept the connections while
-    the others, completions among them, waited seconds (docs/benchmarks.md, "Many fetchers,
-    few connections").
+    the others, completions among them, waited seconds (docs/benchmarks.md, "The pools'
+    waiting borrowers").
     """
 
     def __init__(
@@ -251,12 +266,12 @@ class AsyncPool(Generic[C]):
 
     async def _borrow(self) -> C:
         conn = await self._take()
-        if conn is not None:
-            if _idle_usable(self._reusable, self._alive, conn):
-                return conn
-            # Its session ended while it sat idle: open another in its slot.
-            await _safe_aclose(self._close, conn)
         try:
+            if conn is not None:
+                if _idle_usable(self._reusable, self._alive, conn):
+                    return conn
+                # Its session ended while it sat idle: open another in its slot.
+                await _safe_aclose(self._close, conn)
             return await self._connect()
         except BaseException:
             # Also on cancellation: the slot goes to the next waiter.
@@ -277,37 +292,46 @@ class AsyncPool(Generic[C]):
         try:
             return await waiter
         except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self._hand_on(waiter.result())  # handed over, then cancelled: pass it on
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                # Handed over, then cancelled: pass it on (or close it, the pool closed).
+                leftover = self._hand_on(waiter.result())
+                if leftover is not None:
+                    await asyncio.shield(_safe_aclose(self._close, leftover))
             else:
                 with suppress(ValueError):
                     self._waiters.remove(waiter)
             raise
 
-    def _hand_on(self, conn: C | None) -> None:
+    def _hand_on(self, conn: C | None) -> C | None:
         """Hand ``conn`` (None: a freed slot) to the first waiting borrower, else keep the
-        connection idle or give the slot up."""
+        connection idle or give the slot up. Once the pool is closed the slot is given up
+        and ``conn`` returned, for the caller to close."""
+        if self._closed:
+            self._open -= 1
+            return conn
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 waiter.set_result(conn)
-                return
+                return None
         if conn is None:
             self._open -= 1
         else:
             self._idle.append(conn)
+        return None
 
     async def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
-        if not lease.discard and not self._closed and _safe_check(self._reusable, conn):
-            self._hand_on(conn)
-            return
-        self._hand_on(None)
-        await _safe_aclose(self._close, conn)
+        keep = not lease.discard and _safe_check(self._reusable, conn)
+        leftover = self._hand_on(conn if keep else None)
+        if not keep:
+            leftover = conn
+        if leftover is not None:
+            await _safe_aclose(self._close, leftover)
 
     async def close(self) -> None:
-        """Close idle connections now and lent ones when they come back; the waiting
-        borrowers get :class:`PoolClosed`."""
+        """Close idle connections now and lent ones when they come back; the borrowers still
+        waiting get :class:`PoolClosed`."""
         self._closed = True
         idle, self._idle = self._idle, []
         self._open -= len(idle)

@@ -76,8 +76,9 @@ class Options:
     pgbouncer: bool = False
     """Measured stores connect through a throwaway PgBouncer (``--pgbouncer``; drain only)."""
     connections: int | None = None
-    """Server connections for the measured store's statements (``--connections``; drain
-    only): its pool's size, or with :attr:`pgbouncer` the pooler's server pool."""
+    """Server connections for the measured consumers' statements (``--connections``; drain
+    and peers): alkstore's pool size (and in peers, raw SQL's and pg-boss's), or with
+    :attr:`pgbouncer` the pooler's server pool."""
     event_loop: str = event_loop.DEFAULT
     """The loop async cells run on (``--event-loop``, :mod:`.event_loop`)."""
 

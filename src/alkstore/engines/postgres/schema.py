@@ -424,9 +424,10 @@ def _v14(s: str, caps: Capabilities) -> list[str]:
     flow-parent check"). A flow sets it on its parents' queues in its own transaction, so a
     completion that can see a flow parent sees the flag too; it is never cleared (a flag
     cleared beside a flow being made could miss the flow's parents). The queues that exist
-    now get ``true``, not knowing; :meth:`create_queue` gives a new one ``false``. One
-    statement and no write of the column in it: CockroachDB refuses a write to a column
-    added in the same transaction."""
+    now get ``true``, not knowing; ``create_queue`` gives a new one ``false``. One statement
+    and no write of the column in it: CockroachDB refuses a write to a column added in the
+    same transaction. A process of an older alkstore makes flows without setting the flag:
+    stop them before new queues take flows (docs/deployment.md, "Upgrading")."""
     return [f"ALTER TABLE {s}.queue ADD COLUMN flow_parents bool NOT NULL DEFAULT true"]
 
 
