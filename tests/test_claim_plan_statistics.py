@@ -92,13 +92,17 @@ def assert_claim_walks_job_fetch(dsn: str, store: StoreHandle) -> None:
 
 
 def assert_complete_looks_ids_up(dsn: str, store: StoreHandle) -> None:
-    """The completion reaches each target by its full primary key."""
+    """The completion reaches each target by its full primary key (and the queue's row, for
+    its ``flow_parents`` flag, by the queue's)."""
     jobs = store.fetch("q", batch_size=8)
     completion = next(store.engine.complete("q", targets(jobs), None).steps())
     for mode in MODES:
         nodes = plan_of(dsn, completion, mode)
-        assert nodes and all(n.get("Index Name") == "job_default_pkey" for n in nodes), nodes
-        assert all("id = " in n["Index Cond"] for n in nodes), (mode, nodes)
+        job_nodes = [n for n in nodes if n.get("Relation Name", "").startswith("job")]
+        others = [n for n in nodes if n not in job_nodes]
+        assert job_nodes and all(n.get("Index Name") == "job_default_pkey" for n in job_nodes)
+        assert all("id = " in n["Index Cond"] for n in job_nodes), (mode, nodes)
+        assert all(n.get("Index Name") == "queue_pkey" for n in others), (mode, nodes)
 
 
 def drain(store: StoreHandle, jobs: int) -> None:

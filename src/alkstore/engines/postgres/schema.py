@@ -428,7 +428,9 @@ def _v14(s: str, caps: Capabilities) -> list[str]:
     and no write of the column in it: CockroachDB refuses a write to a column added in the
     same transaction. A process of an older alkstore makes flows without setting the flag:
     stop them before new queues take flows (docs/deployment.md, "Upgrading")."""
-    return [f"ALTER TABLE {s}.queue ADD COLUMN flow_parents bool NOT NULL DEFAULT true"]
+    return [
+        f"ALTER TABLE {s}.queue ADD COLUMN IF NOT EXISTS flow_parents bool NOT NULL DEFAULT true"
+    ]
 
 
 MIGRATIONS: dict[int, Migration] = {
