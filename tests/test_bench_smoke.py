@@ -582,19 +582,28 @@ def test_pressure_phases_from_a_trace() -> None:
     assert rows["after"]["jobs_per_s"] == 15 and rows["after"]["max_depth"] == 5
 
 
-def test_drain_connections_caps_the_store_below_the_consumers(tmp_path: Path) -> None:
-    # Twelve consumers with a connection each would pass this server's limit of 8 (3 kept
-    # for superusers); capped at 2 they share them, and every job is completed once.
+@pytest.fixture(scope="module")
+def _room_for_eight() -> Iterator[str]:
+    """A server with room for 8 connections (3 of them kept for superusers): twelve
+    consumers with a connection each would pass it."""
     with TempCluster(max_connections=8) as cluster:
-        doc = bench(
-            cluster.dsn,
-            tmp_path,
-            "drain --connections 2 --jobs 600 --consumers 12 --batch 5 --driver psycopg,asyncpg",
-        )
+        yield cluster.dsn
+
+
+def capped_bench(dsn: str, tmp_path: Path, command: str) -> dict[str, Any]:
+    """``command`` with 12 consumers sharing 2 connections, 600 jobs: every job completed once."""
+    doc = bench(dsn, tmp_path, f"{command} --connections 2 --jobs 600 --consumers 12 --batch 5")
     assert doc["arguments"]["connections"] == 2
     for row in doc["results"]:
-        assert row["engine"] == "postgres [2 connections]"
         check_drained(row, 600)
+    return doc
+
+
+def test_drain_connections_caps_the_store_below_the_consumers(
+    _room_for_eight: str, tmp_path: Path
+) -> None:
+    doc = capped_bench(_room_for_eight, tmp_path, "drain --driver psycopg,asyncpg")
+    assert {row["engine"] for row in doc["results"]} == {"postgres [2 connections]"}
 
 
 def test_drain_connections_refuses_zero(tmp_path: Path) -> None:
@@ -602,21 +611,14 @@ def test_drain_connections_refuses_zero(tmp_path: Path) -> None:
         main(["bench", "drain", "--connections", "0", "--json", str(tmp_path / "d.json")])
 
 
-def test_peers_connections_share_fewer_connections_than_consumers(tmp_path: Path) -> None:
-    # As in the drain above: 12 consumers on a server with room for 8 connections.
-    with TempCluster(max_connections=8) as cluster:
-        doc = bench(
-            cluster.dsn,
-            tmp_path,
-            "peers --connections 2 --jobs 600 --consumers 12 --batch 5 --peers raw-sql",
-        )
-    assert doc["arguments"]["connections"] == 2
+def test_peers_connections_share_fewer_connections_than_consumers(
+    _room_for_eight: str, tmp_path: Path
+) -> None:
+    doc = capped_bench(_room_for_eight, tmp_path, "peers --peers raw-sql")
     assert {(r["system"], r["engine"]) for r in doc["results"]} == {
         ("alkstore", "postgres [2 connections]"),
         ("raw-sql [2 connections]", None),
     }
-    for row in doc["results"]:
-        check_drained(row, 600)
 
 
 def test_peers_connections_refuse_a_peer_that_cannot_share(

@@ -65,6 +65,56 @@ class Lease(Generic[C]):
         """Close the connection on return (the borrower saw it break)."""
 
 
+class _Lender(Generic[C]):
+    """What both pools keep: the idle connections, the slots taken, and the hand-over of a
+    returned connection or freed slot to the first waiting borrower (:meth:`_give_to_waiter`,
+    each pool's own)."""
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"pool size must be at least 1, not {size}")
+        self._size = size
+        self._idle: list[C] = []
+        self._open = 0  # connections open or being opened, idle or lent out
+        self._closed = False
+
+    @property
+    def size(self) -> int:
+        """The most connections open at once."""
+        return self._size
+
+    def _take_now(self) -> tuple[bool, C | None]:
+        """Without waiting: ``(True, conn)``, an idle connection or None for a slot now this
+        borrower's, or ``(False, None)`` when every connection is lent out."""
+        if self._closed:
+            raise PoolClosed()
+        if self._idle:
+            return True, self._idle.pop()
+        if self._open < self._size:
+            self._open += 1
+            return True, None
+        return False, None
+
+    def _give_to_waiter(self, conn: C | None) -> bool:
+        """Hand ``conn`` to the first waiting borrower; False when none waits."""
+        raise NotImplementedError
+
+    def _hand_on(self, conn: C | None) -> C | None:
+        """Hand ``conn`` (None: a freed slot) to the first waiting borrower, else keep the
+        connection idle or give the slot up. Once the pool is closed the slot is given up
+        and ``conn`` returned, for the caller to close. (:class:`SyncPool`: with its lock
+        held.)"""
+        if self._closed:
+            self._open -= 1
+            return conn
+        if not self._give_to_waiter(conn):
+            if conn is None:
+                self._open -= 1
+            else:
+                self._idle.append(conn)
+        return None
+
+
 class _Waiter(Generic[C]):
     """A thread waiting for a connection of a :class:`SyncPool`."""
 
@@ -77,7 +127,7 @@ class _Waiter(Generic[C]):
         """The connection handed over, or None: a slot to open one in."""
 
 
-class SyncPool(Generic[C]):
+class SyncPool(_Lender[C]):
     """At most ``size`` connections, opened on demand by the borrowing thread.
 
     As in :class:`AsyncPool`, waiting borrowers are served in arrival order and a returned
@@ -95,23 +145,13 @@ class SyncPool(Generic[C]):
         size: int,
         alive: Callable[[C], bool] | None = None,
     ) -> None:
-        if size < 1:
-            raise ValueError(f"pool size must be at least 1, not {size}")
+        super().__init__(size)
         self._connect = connect
         self._close = close
         self._reusable = reusable
         self._alive = alive
-        self._size = size
-        self._idle: list[C] = []
-        self._open = 0  # connections open or being opened, idle or lent out
-        self._closed = False
         self._lock = threading.Lock()
         self._waiters: deque[_Waiter[C]] = deque()
-
-    @property
-    def size(self) -> int:
-        """The most connections open at once."""
-        return self._size
 
     @contextmanager
     def lease(self) -> Iterator[Lease[C]]:
@@ -143,13 +183,9 @@ class SyncPool(Generic[C]):
     def _take(self) -> C | None:
         """A connection, or None once a slot for a new one is this borrower's."""
         with self._lock:
-            if self._closed:
-                raise PoolClosed()
-            if self._idle:
-                return self._idle.pop()
-            if self._open < self._size:
-                self._open += 1
-                return None
+            got, conn = self._take_now()
+            if got:
+                return conn
             waiter: _Waiter[C] = _Waiter()
             self._waiters.append(waiter)
         try:
@@ -169,22 +205,13 @@ class SyncPool(Generic[C]):
             raise PoolClosed()
         return waiter.value
 
-    def _hand_on(self, conn: C | None) -> C | None:
-        """With the lock held: hand ``conn`` (None: a freed slot) to the first waiting
-        borrower, else keep the connection idle or give the slot up. Once the pool is closed
-        the slot is given up and ``conn`` returned, for the caller to close."""
-        if self._closed:
-            self._open -= 1
-            return conn
-        if self._waiters:
-            waiter = self._waiters.popleft()
-            waiter.value, waiter.handed = conn, True
-            waiter.ready.set()
-        elif conn is None:
-            self._open -= 1
-        else:
-            self._idle.append(conn)
-        return None
+    def _give_to_waiter(self, conn: C | None) -> bool:
+        if not self._waiters:
+            return False
+        waiter = self._waiters.popleft()
+        waiter.value, waiter.handed = conn, True
+        waiter.ready.set()
+        return True
 
     def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
@@ -210,7 +237,7 @@ class SyncPool(Generic[C]):
             _safe_close(self._close, conn)
 
 
-class AsyncPool(Generic[C]):
+class AsyncPool(_Lender[C]):
     """At most ``size`` connections, opened on demand by the borrowing task.
 
     Borrowers that find every connection lent out wait in arrival order, and a connection
@@ -232,24 +259,14 @@ class AsyncPool(Generic[C]):
         size: int,
         alive: Callable[[C], bool] | None = None,
     ) -> None:
-        if size < 1:
-            raise ValueError(f"pool size must be at least 1, not {size}")
+        super().__init__(size)
         self._connect = connect
         self._close = close
         self._reusable = reusable
         self._alive = alive
-        self._size = size
-        self._idle: list[C] = []
-        self._open = 0
-        self._closed = False
         self._waiters: deque[asyncio.Future[C | None]] = deque()
         """Borrowers waiting, first come first: each is handed a connection, or None (a
         slot to open one in)."""
-
-    @property
-    def size(self) -> int:
-        """The most connections open at once."""
-        return self._size
 
     @asynccontextmanager
     async def lease(self) -> AsyncIterator[Lease[C]]:
@@ -280,13 +297,9 @@ class AsyncPool(Generic[C]):
 
     async def _take(self) -> C | None:
         """A connection, or None once a slot for a new one is this borrower's."""
-        if self._closed:
-            raise PoolClosed()
-        if self._idle:
-            return self._idle.pop()
-        if self._open < self._size:
-            self._open += 1
-            return None
+        got, conn = self._take_now()
+        if got:
+            return conn
         waiter: asyncio.Future[C | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         try:
@@ -302,23 +315,13 @@ class AsyncPool(Generic[C]):
                     self._waiters.remove(waiter)
             raise
 
-    def _hand_on(self, conn: C | None) -> C | None:
-        """Hand ``conn`` (None: a freed slot) to the first waiting borrower, else keep the
-        connection idle or give the slot up. Once the pool is closed the slot is given up
-        and ``conn`` returned, for the caller to close."""
-        if self._closed:
-            self._open -= 1
-            return conn
+    def _give_to_waiter(self, conn: C | None) -> bool:
         while self._waiters:
             waiter = self._waiters.popleft()
-            if not waiter.done():
+            if not waiter.done():  # a waiter cancelled meanwhile is skipped
                 waiter.set_result(conn)
-                return None
-        if conn is None:
-            self._open -= 1
-        else:
-            self._idle.append(conn)
-        return None
+                return True
+        return False
 
     async def _give_back(self, lease: Lease[C]) -> None:
         conn = lease.connection
