@@ -54,8 +54,9 @@ class FlowsMixin(EngineBase):
 
         def run() -> Steps[dict[str, uuid.UUID]]:
             # A completion looks for flow parents only in a queue marked as having them
-            # (schema.FLOW_PARENTS_VERSION). Marked first: sharded Citus takes a change of its
-            # reference table before the transaction's writes to the shards, not after.
+            # (schema.FLOW_PARENTS_VERSION). Marked first, before the writes to the job table:
+            # the queue table is a reference table on sharded Citus, and the flow tests pass
+            # on a real cluster in this order.
             if parent_ids:
                 yield Statement(
                     f"""UPDATE {s}.queue SET flow_parents = true
