@@ -88,7 +88,9 @@ class Backend:
     pooled_dsn: str | None = None
     """Connect the stores here, through PgBouncer (``pooler="pgbouncer"``), instead of to the
     DSN the drain is given (which setup and checks keep using)."""
-    connections: int | None = None
+    connections: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
     """Server connections for the consumers' statements (``--connections``): the store's pool
     holds that many, and consumers beyond it wait in the pool for one -- the many-fetcher
     cells measured with the statements in flight capped (docs/benchmarks.md, "Many fetchers,
@@ -107,8 +109,6 @@ class Backend:
                 f"telemetry sample {self.telemetry_sample!r}: a share of the traces, "
                 "above 0 and at most 1"
             )
-        if self.connections is not None and self.connections < 1:
-            raise ValueError(f"connections {self.connections!r}: at least 1")
         if self.base_driver not in DRIVERS:
             raise ValueError(
                 f"unknown driver {self.driver!r}: use one of {', '.join(DRIVERS)}"
@@ -256,6 +256,12 @@ SCALING_ROUNDS = 10
 """Claims each consumer of a ``drain``/``peers`` cell makes at least (:func:`cell_jobs`)."""
 
 
+def shared_connections(consumers: int, connections: int | None) -> int:
+    """The connections ``consumers`` share: ``connections`` (``--connections``), at most one
+    a consumer; None: one a consumer."""
+    return min(consumers, connections or consumers)
+
+
 def cell_jobs(jobs: int, consumers: int, batch: int) -> int:
     """The jobs a ``drain``/``peers`` cell drains: at least ``jobs``, and at least
     :data:`SCALING_ROUNDS` full claims for every consumer, so that a cell of many consumers
@@ -365,11 +371,8 @@ class _Drain:
     def pool_size(self) -> int:
         """One connection per consumer, or :attr:`Backend.connections` (not through PgBouncer,
         whose server pool holds that cap); a worker also fetches and watches on its own."""
-        cap = self.backend.connections
-        consumers = self.consumers
-        if cap is not None and self.backend.pooled_dsn is None:
-            consumers = min(consumers, cap)
-        return consumers + (2 if self.backend.worker else 0)
+        cap = None if self.backend.pooled_dsn else self.backend.connections
+        return shared_connections(self.consumers, cap) + (2 if self.backend.worker else 0)
 
     @property
     def warmup(self) -> int:
@@ -486,6 +489,7 @@ __all__ = [
     "numbered_batches",
     "send_in_batches",
     "send_in_batches_async",
+    "shared_connections",
     "store_tasks",
     "store_threads",
     "warmup_jobs",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from ..drain import DEFAULT_TIMEOUT, warmup_jobs
+from ..drain import DEFAULT_TIMEOUT, shared_connections, warmup_jobs
 from ..results import Cell
 from ..server import STEADY, VARIANTS
 
@@ -27,8 +27,8 @@ class DrainSpec:
 
     @property
     def pool_size(self) -> int:
-        """The connections the consumers share: :attr:`connections`, at most one a consumer."""
-        return min(self.consumers, self.connections or self.consumers)
+        """The connections the consumers share (:func:`..drain.shared_connections`)."""
+        return shared_connections(self.consumers, self.connections)
 
     @property
     def warmup(self) -> int:
