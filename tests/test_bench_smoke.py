@@ -293,6 +293,21 @@ def test_peers_gated_variants_drain_every_job_once(_bench_dsn: str, tmp_path: Pa
         check_drained(rows[0], 300)
 
 
+def test_peers_layout_variants_drain_every_job_once(_bench_dsn: str, tmp_path: Path) -> None:
+    # raw-sql-job-table makes alkstore's job table with its migrations: a migration that
+    # no longer runs on its own, or a NOT NULL column the insert misses, fails here.
+    layouts = ("raw-sql-keyed", "raw-sql-ordered", "raw-sql-job-table")
+    doc = bench(
+        _bench_dsn,
+        tmp_path,
+        f"peers --jobs 400 --consumers 4 --batch 9 --peers {','.join(layouts)}",
+    )
+    for name in layouts:
+        rows = [r for r in doc["results"] if r["system"] == name]
+        assert cells(rows) == {(4, 9)}
+        check_drained(rows[0], 400)
+
+
 def test_a_cell_drains_ten_claims_a_consumer_at_least(_bench_dsn: str, tmp_path: Path) -> None:
     # 4 consumers x 20 a fetch x 10 rounds = 800 jobs, more than --jobs, for every system.
     doc = bench(_bench_dsn, tmp_path, "peers --jobs 100 --consumers 1,4 --batch 20 --peers raw-sql")

@@ -1,6 +1,6 @@
 """Peers measured in the same run as alkstore.
 
-The raw-SQL ceiling (and its lanes and gated variants), pg-boss, pgqueuer and procrastinate.
+The raw-SQL ceiling (and its lanes, gated and layout variants), pg-boss, pgqueuer and procrastinate.
 
 Each peer module offers ``NAME``, ``unavailable()`` (None, or why it cannot run here: no
 Node.js, a package not installed) and ``drain(dsn, spec, schema, progress)`` returning a
@@ -25,6 +25,9 @@ PEERS = {
     "raw-sql-gated": "rawsql_gated",
     "raw-sql-gated-early": "rawsql_gated:drain_early",
     "raw-sql-gated-k4": "rawsql_gated:drain_slots",
+    "raw-sql-keyed": "rawsql_layouts:drain_keyed",
+    "raw-sql-ordered": "rawsql_layouts:drain_ordered",
+    "raw-sql-job-table": "rawsql_layouts:drain_job_table",
     "pg-boss": "pgboss",
     "pg-boss-work": "pgboss:drain_work",
     "pgqueuer": "pgqueuer_peer",
@@ -35,7 +38,7 @@ module's ``drain``: ``pg-boss-work`` drains through pg-boss's ``work()``)."""
 
 DEFAULT_PEERS = tuple(name for name in PEERS if not name.startswith("raw-sql-"))
 """The peers ``bench peers`` drives unless told: all but the ``raw-sql-*`` variants (lanes,
-gates), design alternatives measured on demand (docs/benchmarks.md)."""
+gates, layouts), design alternatives measured on demand (docs/benchmarks.md)."""
 
 SHARED_CONNECTIONS = frozenset(
     {
@@ -44,6 +47,9 @@ SHARED_CONNECTIONS = frozenset(
         "raw-sql-gated",
         "raw-sql-gated-early",
         "raw-sql-gated-k4",
+        "raw-sql-keyed",
+        "raw-sql-ordered",
+        "raw-sql-job-table",
         "pg-boss",
         "pg-boss-work",
     }

@@ -4,6 +4,7 @@ where the engine has LISTEN/NOTIFY (docs/workers.md, "Waiting for a result")."""
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -127,33 +128,56 @@ def test_many_waits_at_once_each_get_their_own_job(alkstore_store):
     assert {i: results[i].output for i in ids} == {i: n * 10 for n, i in enumerate(ids)}
 
 
+FINISHES: dict[str, Callable[[Any, Job], object]] = {
+    "complete": lambda store, job: store.complete("q", job, "woken"),
+    "complete_and_fetch": lambda store, job: store.complete_and_fetch("q", job, "woken"),
+    "fail": lambda store, job: store.fail("q", job, {"message": "woken"}),
+    "cancel": lambda store, job: store.cancel("q", job.id),
+}
+"""Each statement that finishes a job, which notifies its waiters (schema version 15)."""
+WOKEN: dict[str, tuple[JobState, Callable[[Job], object]]] = {
+    "complete": (JobState.COMPLETED, lambda job: job.output),
+    "complete_and_fetch": (JobState.COMPLETED, lambda job: job.output),
+    "fail": (JobState.FAILED, lambda job: job.errors[-1].message),
+    "cancel": (JobState.CANCELLED, lambda job: "woken"),
+}
+"""What the waiter gets from each finish: the state and a field that says ``woken``."""
+
+
 @pytest.mark.requires("listen_notify", "row_triggers")
-def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch):
+@pytest.mark.parametrize("finish", sorted(FINISHES))
+def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch, finish):
     if alkstore_store._store._results is None:
         pytest.skip("this store has no connection to listen on (PGlite's one shared session)")
     if alkstore_store.driver == "pg8000":
         pytest.skip("pg8000 cannot wait for notifications: its waits read again")
-    # Reads again only after a minute: the wait can end in time only by its notification.
+    # Reads again only at its deadline: before it, only the notification wakes the wait.
     monkeypatch.setattr(waiting_module, "POLL_FIRST", 60.0)
     monkeypatch.setattr(waiting_module, "POLL_MAX_NOTIFIED", 60.0)
     paused = threading.Event()
+    found_early: list[bool] = []
     outcome = waiting_module.Waiting.outcome
 
     def noted(self, job):
         found = outcome(self, job)
-        if not isinstance(found, Job) and self.listened is not None:
+        if isinstance(found, Job):
+            found_early.append(time.monotonic() < self.deadline)
+        elif self.listened is not None:
             paused.set()  # the listener listens and this read marked the job
         return found
 
     monkeypatch.setattr(waiting_module.Waiting, "outcome", noted)
-    alkstore_store.create_queue("q")
+    alkstore_store.create_queue("q", retry_limit=0)
     job_id = alkstore_store.send("q", 1)
     job = _active(alkstore_store, "q")
 
-    def complete_once_paused():
+    def finish_once_paused():
         assert paused.wait(30)
-        alkstore_store.complete("q", job, "woken")
+        FINISHES[finish](alkstore_store, job)
 
-    thread = _later(complete_once_paused)
-    assert alkstore_store.wait("q", job_id, timeout=30).output == "woken"
+    thread = _later(finish_once_paused)
+    done = alkstore_store.wait("q", job_id, timeout=30)
     thread.join()
+    state, woken = WOKEN[finish]
+    assert (done.state, woken(done)) == (state, "woken")
+    assert found_early == [True], "the wait found the job only at its deadline: not notified"

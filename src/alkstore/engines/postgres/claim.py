@@ -39,6 +39,7 @@ from .settle import SettleMixin, unflowed_complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
     accepted,
+    result_note,
     returned_columns,
     seconds_after,
     target_params,
@@ -166,6 +167,7 @@ class ClaimStrategy:
         one: bool = False,
         rows_table: str | None = None,
         from_mark: bool = False,
+        note: str = "",
     ) -> str:
         """``complete`` of the targets at ``$3``/``$4`` (output ``$5``), then the claim of up
         to ``$2`` jobs of queue ``$1``, in one statement; with ``one``, the claim of one job,
@@ -176,7 +178,7 @@ class ClaimStrategy:
         completes nothing and the statement claims nothing (``flow_parents`` says so); the
         caller then completes with the release of the flow jobs, and claims with a fetch
         after it (which sees the released jobs). ``rows_table``: as in
-        :meth:`statements`."""
+        :meth:`statements`; ``note``: the engine's :func:`~.sql.result_note`."""
         # The completed rows are active and the claimed ones queued, so the two changes
         # never touch the same row; the LEFT JOIN returns the count when nothing is claimed.
         limit, targets_at = ("1", 2) if one else (self.batch_limit, 3)
@@ -188,7 +190,8 @@ class ClaimStrategy:
             rows_table=rows_table,
             mark_at=targets_at + 3 if from_mark else None,
         )
-        return f"""WITH {unflowed_complete_ctes(s, targets_at, f"${targets_at + 2}")},
+        completion = unflowed_complete_ctes(s, targets_at, f"${targets_at + 2}", note=note)
+        return f"""WITH {completion},
             {picks}, claimed AS ({update})
             SELECT d.completed, r.flow_parents, n.picked{self._took_column}, c.*
             FROM (SELECT count(*) AS completed FROM done) d
@@ -344,7 +347,12 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 limit = "1" if one else self.claim.batch_limit
                 return self.claim.fetch_sql(self.s, limit, returned, rows, from_mark=from_mark)
             return self.claim.complete_and_fetch_sql(
-                self.s, returned, one=one, rows_table=rows, from_mark=from_mark
+                self.s,
+                returned,
+                one=one,
+                rows_table=rows,
+                from_mark=from_mark,
+                note=result_note(self.s, self.capabilities),
             )
 
         return self.built_once(("claim", kind, full, one, own, from_mark), build)

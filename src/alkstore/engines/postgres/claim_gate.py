@@ -65,6 +65,7 @@ from .sql import (
     RETURNED_JOB_COLUMNS,
     counted_job_columns,
     output_names,
+    result_note,
     target_params,
 )
 
@@ -89,7 +90,13 @@ class ClaimSql(Protocol):
         ...
 
     def complete_and_fetch_sql(
-        self, s: str, returned: str = ..., *, one: bool = False, rows_table: str | None = None
+        self,
+        s: str,
+        returned: str = ...,
+        *,
+        one: bool = False,
+        rows_table: str | None = None,
+        note: str = "",
     ) -> str:
         """The completion and claim statement."""
         ...
@@ -332,7 +339,10 @@ def handoff_statement(
     claim = engine.built_once(
         ("gate-handoff", rows),
         lambda: engine.gated_claim.complete_and_fetch_sql(
-            engine.s, RETURNED_JOB_COLUMNS, rows_table=rows
+            engine.s,
+            RETURNED_JOB_COLUMNS,
+            rows_table=rows,
+            note=result_note(engine.s, engine.capabilities),
         ),
     )
     params = (

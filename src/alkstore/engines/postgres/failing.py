@@ -23,6 +23,7 @@ from .sql import (
     columns,
     count_of,
     fence,
+    result_note,
     seconds_after,
     target_params,
     targeted_state,
@@ -193,7 +194,8 @@ class FailMixin(EngineBase):
                 j.data::text AS data, j.output::text AS output,
                 coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
                 j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id,
-                j.trace_context::text AS trace_context, j.errors::text AS errors"""
+                j.trace_context::text AS trace_context, j.errors::text AS errors
+                {result_note(self.s, self.capabilities)}"""
 
     def _dead_letter_insert(self, source: str) -> str:
         """INSERT of dead-letter copies of the failed rows ``f`` of ``source``.

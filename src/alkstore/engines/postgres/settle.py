@@ -22,6 +22,7 @@ from .sql import (
     count_of,
     fence,
     read_job_columns,
+    result_note,
     seconds_after,
     target_params,
     targeted_state,
@@ -40,14 +41,21 @@ def _completable(include_queued: bool) -> str:
 
 
 def complete_update(
-    s: str, targets_at: int, output: str, *, include_queued: bool = False, unless: str = ""
+    s: str,
+    targets_at: int,
+    output: str,
+    *,
+    include_queued: bool = False,
+    unless: str = "",
+    note: str = "",
 ) -> str:
     """The UPDATE of ``complete`` in schema ``s``: queue ``$1``, targets bound from
     ``$targets_at``; with ``include_queued``, queued jobs are completed as well as active
     ones (by bare id: a ``Job`` still completes only its own, active attempt); ``unless``, a
-    condition on the rest of the statement, makes it complete nothing. Returns the
-    ``name``, ``id`` and ``flow_parent`` (true when flow jobs wait for it) of each completed
-    job."""
+    condition on the rest of the statement, makes it complete nothing; ``note``, the
+    engine's :func:`~.sql.result_note`, notifies the waiters of the completed jobs. Returns
+    the ``name``, ``id`` and ``flow_parent`` (true when flow jobs wait for it) of each
+    completed job."""
     where = _completable(include_queued)
     if unless:
         where += f" AND NOT ({unless})"
@@ -55,17 +63,17 @@ def complete_update(
             output = {output}::text::jsonb
         FROM {targets_sql(targets_at)}
         WHERE j.name = $1 AND {where} AND {fence()}
-        RETURNING j.name, j.id, j.flow_parent"""
+        RETURNING j.name, j.id, j.flow_parent{note}"""
 
 
 def unflowed_complete_ctes(
-    s: str, targets_at: int, output: str, *, include_queued: bool = False
+    s: str, targets_at: int, output: str, *, include_queued: bool = False, note: str = ""
 ) -> str:
     """The CTEs of a completion that pays nothing for flows (for ``WITH {...}, ...``):
     ``flow_parents``, the targets it would complete that flow jobs wait for, and ``done``,
     the completion (:func:`complete_update`) of all the targets, or of none when there is
     such a parent: then the caller completes them with :func:`complete_ctes` instead, one
-    statement either way.
+    statement either way. ``note``: as in :func:`complete_update`.
 
     Both read and change only the rows of queue ``$1`` by primary key: on sharded Citus the
     statement goes to the queue's one shard and writes no table of the flows (the release
@@ -82,15 +90,19 @@ def unflowed_complete_ctes(
         output,
         include_queued=include_queued,
         unless="EXISTS (SELECT 1 FROM flow_parents)",
+        note=note,
     )
     return f"flow_parents AS ({parents}), done AS ({done})"
 
 
-def complete_ctes(s: str, targets_at: int, output: str, *, include_queued: bool = False) -> str:
+def complete_ctes(
+    s: str, targets_at: int, output: str, *, include_queued: bool = False, note: str = ""
+) -> str:
     """The CTEs of a completion in one statement (for ``WITH {complete_ctes(...)}, ...``):
     ``done``, the jobs completed (:func:`complete_update`), then the release of the flow jobs
-    whose last parent that was (:func:`release_ctes`). ``complete_and_fetch`` embeds it too."""
-    done = complete_update(s, targets_at, output, include_queued=include_queued)
+    whose last parent that was (:func:`release_ctes`). ``complete_and_fetch`` embeds it too.
+    ``note``: as in :func:`complete_update`."""
+    done = complete_update(s, targets_at, output, include_queued=include_queued, note=note)
     return f"done AS ({done}), {release_ctes(s, 'done')}"
 
 
@@ -147,13 +159,20 @@ def release_ctes(s: str, done: str) -> str:
 class SettleMixin(EngineBase):
     """Plans that move targeted jobs between states."""
 
+    @property
+    def _note(self) -> str:
+        """:func:`~.sql.result_note` of this engine's schema."""
+        return result_note(self.s, self.capabilities)
+
     def _completing(self, include_queued: bool) -> str:
         # One count row instead of a row per completed job: a batch's ids are not read back.
-        ctes = complete_ctes(self.s, 2, "$4", include_queued=include_queued)
+        ctes = complete_ctes(self.s, 2, "$4", include_queued=include_queued, note=self._note)
         return f"WITH {ctes} SELECT count(*) AS n FROM done"
 
     def _unflowed_completing(self, include_queued: bool) -> str:
-        ctes = unflowed_complete_ctes(self.s, 2, "$4", include_queued=include_queued)
+        ctes = unflowed_complete_ctes(
+            self.s, 2, "$4", include_queued=include_queued, note=self._note
+        )
         return f"""WITH {ctes} SELECT count(*) AS n,
             (SELECT count(*) FROM flow_parents) AS flow_parents FROM done"""
 
@@ -203,7 +222,7 @@ class SettleMixin(EngineBase):
         maintenance pass releases it (``release_flows``)."""
         s = self.s
         parents = "(SELECT name, id FROM done WHERE flow_parent) p"
-        done = complete_update(s, 2, "$4", include_queued=include_queued)
+        done = complete_update(s, 2, "$4", include_queued=include_queued, note=self._note)
         rows = yield Statement(
             f"""WITH done AS ({done}), flow_unblocked AS ({unblock_update(s, parents)})
             SELECT d.n, u.* FROM (SELECT count(*) AS n FROM done) d
@@ -233,7 +252,11 @@ class SettleMixin(EngineBase):
     def cancel(self, queue: str, targets: Targets) -> Plan[int]:
         """queued or active -> cancelled."""
         return self._set_state(
-            Operation.CANCEL, queue, targets, "state = 'cancelled', completed_on = now()"
+            Operation.CANCEL,
+            queue,
+            targets,
+            "state = 'cancelled', completed_on = now()",
+            finishes=True,
         )
 
     def resume(self, queue: str, targets: Targets) -> Plan[int]:
@@ -272,14 +295,17 @@ class SettleMixin(EngineBase):
         *,
         notify: bool = False,
         guard: str = "true",
+        finishes: bool = False,
     ) -> Plan[int]:
         """``change`` the targets in a state ``operation`` accepts (the transition table's)
         that meet ``guard``; with ``notify``, the jobs are runnable again: listening workers
-        are woken."""
+        are woken; with ``finishes``, the change finishes the jobs: their waiters are
+        woken."""
+        note = self._note if finishes else ""
         sql = f"""UPDATE {self.s}.job j SET {change}
             FROM (SELECT DISTINCT id FROM unnest($2::uuid[]) AS u(id)) t
             WHERE j.name = $1 AND j.id = t.id AND {targeted_state(operation)} AND {guard}
-            RETURNING j.id"""
+            RETURNING j.id{note}"""
         params: tuple[Any, ...] = (queue, targets.ids)
         if not (notify and self.capabilities.listen_notify):
             return self._single(operation.value, sql, params, rowcount)

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ...core.capabilities import Capabilities
 from ...core.plans import Row
 from ...core.records import as_int
 from ...core.states import TRANSITIONS, Operation
 from ...core.targets import Targets
 from ...core.validation import MAX_DELAY
-from .schema import in_list
+from .schema import in_list, notifies_results
 
 JOB_COLUMNS = (
     "id, name, data::text AS data, state, priority, retry_count, retry_limit, retry_delay, "
@@ -140,6 +141,16 @@ def targeted_state(operation: Operation) -> str:
     1.3 ms by primary key; docs/benchmarks.md, "Settling by primary key").
     """
     return f"coalesce(j.state, '') IN {accepted(operation)}"
+
+
+def result_note(s: str, caps: Capabilities) -> str:
+    """A column for the ``RETURNING`` of an UPDATE that finishes jobs ``j`` (schema version
+    15): it notifies the waiters of each such job marked ``waited`` (the ``CASE`` calls
+    nothing for the others); empty where results are not notified
+    (:func:`~.schema.notifies_results`)."""
+    if not notifies_results(caps):
+        return ""
+    return f", CASE WHEN j.waited THEN {s}.result_note(j.id, j.tableoid) END AS noted"
 
 
 def seconds_after(moment: str, seconds: str) -> str:
