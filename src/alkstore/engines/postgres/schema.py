@@ -444,12 +444,12 @@ def _v15(s: str, caps: Capabilities) -> list[str]:
     """The statements that finish a job notify its waiters themselves, in place of the
     ``job_result`` trigger (version 6): a row trigger after UPDATE makes the server fetch
     the old version of every row each claim and each completion changes, though the
-    trigger's ``WHEN`` lets almost none through (6 % of the drain's throughput at 100 a
-    fetch, docs/benchmarks.md "The result trigger"). Each finishing UPDATE now returns
-    ``result_note(id, tableoid)`` of the rows marked ``waited``: the function notifies the
-    channel of the row's schema, so nothing is evaluated for a job nobody waits for. A
-    process of an older alkstore finishes jobs without notifying: its waiters' reads
-    again still find them (docs/deployment.md, "Upgrading")."""
+    trigger's ``WHEN`` lets almost none through (2.9 buffer hits a job, 7 % of the server's
+    CPU at 100 a fetch: docs/benchmarks.md, "The result trigger: gone from the hot path").
+    Each finishing UPDATE now returns ``result_note(id, tableoid)`` of the rows marked
+    ``waited`` only (:func:`~.sql.result_note`): the function notifies the result channel of
+    the row's schema. A process of an older alkstore finishes jobs without notifying: the
+    waiters' next reads find them (docs/deployment.md, "Upgrading")."""
     if not notifies_results(caps):
         return []
     return [
