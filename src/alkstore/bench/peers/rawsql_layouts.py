@@ -31,50 +31,47 @@ QUEUED = "('created', 'retry')"
 class KeyedStatements(Statements):
     """The ceiling on alkstore's key: ``(name, id)``, a UUIDv7 id, claimed in id order."""
 
+    table = """CREATE TABLE {s}.job (id uuid NOT NULL, name text NOT NULL,
+        state text NOT NULL DEFAULT 'created', data jsonb, PRIMARY KEY (name, id))"""
+    """The table, ``{s}`` the quoted schema."""
+    queued_index = "CREATE INDEX job_queued ON {s}.job (name, id) WHERE state IN " + QUEUED
+    """The index the claim walks."""
+    order = "id"
+    """The claim's order."""
+    due = ""
+    """The claim's condition besides the state."""
+
     def __init__(self, schema: str) -> None:
         super().__init__(schema)
         s = quote_schema(schema)
-        self.create = (
-            f"""CREATE TABLE {s}.job (id uuid NOT NULL, name text NOT NULL,
-                state text NOT NULL DEFAULT 'created', data jsonb, PRIMARY KEY (name, id))""",
-            f"CREATE INDEX job_queued ON {s}.job (name, id) WHERE state IN {QUEUED}",
-        )
+        self.create = (self.table.format(s=s), self.queued_index.format(s=s))
         # {s} is quoted by quote_schema; every value is a bound parameter.
         self.insert = f"""INSERT INTO {s}.job (id, name, data)
             SELECT {NEW_ID}, 'q', d::jsonb FROM unnest($1::text[]) d"""
-        self.claim = self._claim(s, "id")
+        self.claim = f"""UPDATE {s}.job SET state = 'active'
+            WHERE name = 'q' AND id IN (SELECT id FROM {s}.job
+                WHERE name = 'q' AND state IN {QUEUED}{self.due}
+                ORDER BY {self.order} LIMIT $1 FOR UPDATE SKIP LOCKED)
+            RETURNING id, data"""
         self.complete = f"""UPDATE {s}.job SET state = 'completed'
             WHERE name = 'q' AND id = ANY($1::uuid[])"""
         self.complete_all = f"UPDATE {s}.job SET state = 'completed' WHERE state IN {QUEUED}"
 
-    @staticmethod
-    def _claim(s: str, order: str, due: str = "") -> str:
-        return f"""UPDATE {s}.job SET state = 'active'
-            WHERE name = 'q' AND id IN (SELECT id FROM {s}.job
-                WHERE name = 'q' AND state IN {QUEUED}{due}
-                ORDER BY {order} LIMIT $1 FOR UPDATE SKIP LOCKED)
-            RETURNING id, data"""
-
-
-ORDER = "priority DESC, created_on, id"
-DUE = " AND start_after <= now()"
-
 
 class OrderedStatements(KeyedStatements):
-    """Keyed, and claimed in alkstore's order among the jobs that are due."""
+    """Keyed, and claimed in alkstore's order among the jobs that are due, from an index
+    like alkstore's ``job_fetch``."""
 
-    def __init__(self, schema: str) -> None:
-        super().__init__(schema)
-        s = quote_schema(schema)
-        self.create = (
-            f"""CREATE TABLE {s}.job (id uuid NOT NULL, name text NOT NULL,
-                priority int NOT NULL DEFAULT 0, state text NOT NULL DEFAULT 'created',
-                data jsonb, start_after timestamptz NOT NULL DEFAULT now(),
-                created_on timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (name, id))""",
-            f"""CREATE INDEX job_fetch ON {s}.job ({ORDER}) INCLUDE (start_after)
-                WHERE state IN {QUEUED}""",
-        )
-        self.claim = self._claim(s, ORDER, DUE)
+    table = """CREATE TABLE {s}.job (id uuid NOT NULL, name text NOT NULL,
+        priority int NOT NULL DEFAULT 0, state text NOT NULL DEFAULT 'created', data jsonb,
+        start_after timestamptz NOT NULL DEFAULT now(),
+        created_on timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (name, id))"""
+    queued_index = (
+        "CREATE INDEX job_fetch ON {s}.job (name, priority DESC, created_on, id) "
+        "INCLUDE (start_after) WHERE state IN " + QUEUED
+    )
+    order = "priority DESC, created_on, id"
+    due = " AND start_after <= now()"
 
 
 class JobTableStatements(OrderedStatements):
