@@ -130,6 +130,7 @@ def test_many_waits_at_once_each_get_their_own_job(alkstore_store):
 
 FINISHES: dict[str, Callable[[Any, Job], object]] = {
     "complete": lambda store, job: store.complete("q", job, "woken"),
+    "complete a flow parent": lambda store, job: store.complete("q", job, "woken"),
     "complete_and_fetch": lambda store, job: store.complete_and_fetch("q", job, "woken"),
     "fail": lambda store, job: store.fail("q", job, {"message": "woken"}),
     "cancel": lambda store, job: store.cancel("q", job.id),
@@ -137,6 +138,7 @@ FINISHES: dict[str, Callable[[Any, Job], object]] = {
 """Each statement that finishes a job, which notifies its waiters (schema version 15)."""
 WOKEN: dict[str, tuple[JobState, Callable[[Job], object]]] = {
     "complete": (JobState.COMPLETED, lambda job: job.output),
+    "complete a flow parent": (JobState.COMPLETED, lambda job: job.output),
     "complete_and_fetch": (JobState.COMPLETED, lambda job: job.output),
     "fail": (JobState.FAILED, lambda job: job.errors[-1].message),
     "cancel": (JobState.CANCELLED, lambda job: "woken"),
@@ -168,8 +170,14 @@ def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch, finish):
 
     monkeypatch.setattr(waiting_module.Waiting, "outcome", noted)
     alkstore_store.create_queue("q", retry_limit=0)
-    job_id = alkstore_store.send("q", 1)
+    if finish == "complete a flow parent":  # its completion also releases the child
+        flow = [{"ref": "a", "queue": "q", "data": 1}]
+        flow.append({"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]})
+        job_id = alkstore_store.flow(flow)["a"]
+    else:
+        job_id = alkstore_store.send("q", 1)
     job = _active(alkstore_store, "q")
+    assert job.id == job_id
 
     def finish_once_paused():
         assert paused.wait(30)
