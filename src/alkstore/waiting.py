@@ -1,11 +1,11 @@
 """``wait``: block until a job finishes, woken by its notification where the engine has one.
 
-Where the engine has ``listen_notify`` and ``row_triggers`` (not sharded Citus) and the
-store a connection to listen on (not behind a transaction pooler without ``listen_dsn``, not
-a caller's connection, not PGlite's one shared session), a store keeps one listener on its
-schema's result channel while anything waits, and each wait marks its job ``waited`` (schema
-version 6: the ``job_result`` trigger notifies when such a job finishes; a job nobody waits
-for sends nothing). Every wait also reads its job again after a backoff, which covers a
+Where the engine notifies results (``Capabilities.notifies_results``: not sharded Citus)
+and the store has a connection to listen on (not behind a transaction pooler without
+``listen_dsn``, not a caller's connection, not PGlite's one shared session), a store keeps one
+listener on its schema's result channel while anything waits, and each wait marks its job
+``waited``: the statement that finishes such a job notifies (schema version 15; a job nobody
+waits for sends nothing). Every wait also reads its job again after a backoff, which covers a
 notification lost with a listener's connection and is the only wake-up elsewhere
 (docs/workers.md, "Waiting for a result").
 """
@@ -115,7 +115,7 @@ def listen_at(store: Store | AsyncStore) -> ListenAt | None:
     they only poll."""
     engine = result_watch(store.engine)
     caps = store.engine.capabilities
-    if engine is None or not (caps.listen_notify and caps.row_triggers) or caps.single_connection:
+    if engine is None or not caps.notifies_results or caps.single_connection:
         return None
     if store._listen_at is None:
         return None

@@ -57,3 +57,37 @@ def test_the_docs_show_these_grants() -> None:
     page = (Path(__file__).resolve().parents[2] / "docs" / "deployment.md").read_text()
     for line in GRANTS.strip().splitlines():
         assert line.format(s="alkstore", role="app") in page
+
+
+def test_a_dml_only_role_finishes_jobs_where_functions_are_not_public(
+    fault_cluster: TempCluster, admin: psycopg.Connection[Any]
+) -> None:
+    # A hardened cluster: functions are created without EXECUTE for PUBLIC. Every finishing
+    # statement names result_note (schema version 15), so the migration grants it.
+    schema = f"lp_{uuid.uuid4().hex[:12]}"
+    role = f"app_{uuid.uuid4().hex[:8]}"
+    admin.execute("ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC")
+    try:
+        owner = open_store(fault_cluster.dsn, VARIANTS[0], schema)
+    finally:
+        admin.execute("ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC")
+    try:
+        owner.create_queue("q")
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        for statement in GRANTS.format(s=schema, role=role).split(";"):
+            if statement.strip():
+                admin.execute(statement)
+        app_dsn = fault_cluster.dsn.replace("postgres@", f"{role}@", 1)
+        app = open_store(app_dsn, VARIANTS[0], schema, owner=False)
+        try:
+            app.send_many("q", [{"data": n} for n in range(3)])
+            done, failed, cancelled = app.fetch("q", batch_size=3)
+            assert app.complete("q", done) == 1
+            assert app.fail("q", failed, {"message": "no"}) == 1
+            assert app.cancel("q", cancelled.id) == 1
+        finally:
+            app.close()
+    finally:
+        owner.close()
+        admin.execute(f"DROP OWNED BY {role}")
+        admin.execute(f"DROP ROLE IF EXISTS {role}")

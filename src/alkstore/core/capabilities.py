@@ -43,8 +43,18 @@ class Capabilities:
     """``SET LOCAL synchronous_commit TO off``: a transaction may return before its WAL flush
     (an idle worker's claim does, see docs/workers.md); else every commit waits."""
     row_triggers: bool = True
-    """A row trigger on the job table (it notifies a finished job's ``wait``); else a wait
-    reads its job again until it has finished."""
+    """A row trigger on the job table would run where the statement runs, and so would a
+    NOTIFY in a statement that changes a job (not on sharded Citus, where such a statement
+    runs on the worker holding the job's shard); else a ``wait`` is not notified (see
+    :attr:`notifies_results`)."""
+
+    @property
+    def notifies_results(self) -> bool:
+        """Whether the statement that finishes a job a ``wait`` marked notifies the schema's
+        result channel (docs/workers.md, "Waiting for a result"): it needs LISTEN/NOTIFY, a
+        PL/pgSQL function to name the channel, and to run where the listeners are; else a
+        wait reads its job again until it has finished."""
+        return self.listen_notify and self.plpgsql and self.row_triggers
 
     def names(self) -> list[str]:
         """Every capability name, in declaration order."""

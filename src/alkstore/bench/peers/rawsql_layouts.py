@@ -86,7 +86,8 @@ class JobTableStatements(OrderedStatements):
         )
         self.insert = f"""INSERT INTO {s}.job (id, name, data, retry_limit, retry_delay,
                 retry_backoff, expire_seconds, retention_seconds, deletion_seconds, keep_until)
-            SELECT {NEW_ID}, 'q', d::jsonb, 2, 0, false, 900, 1209600, 604800, 'infinity'
+            SELECT {NEW_ID}, 'q', d::jsonb, 2, 0, false, 900, 1209600, 604800,
+                now() + interval '1209600 seconds'
             FROM unnest($1::text[]) d"""
 
 

@@ -128,22 +128,33 @@ def test_many_waits_at_once_each_get_their_own_job(alkstore_store):
     assert {i: results[i].output for i in ids} == {i: n * 10 for n, i in enumerate(ids)}
 
 
+def _expire(store: Any, job: Job) -> object:
+    store.advance(61)  # past the queue's expire_seconds
+    return store.maintain()
+
+
 FINISHES: dict[str, Callable[[Any, Job], object]] = {
     "complete": lambda store, job: store.complete("q", job, "woken"),
     "complete a flow parent": lambda store, job: store.complete("q", job, "woken"),
+    "complete a queued job": lambda store, job: store.complete(
+        "q", job.id, "woken", include_queued=True
+    ),
     "complete_and_fetch": lambda store, job: store.complete_and_fetch("q", job, "woken"),
     "fail": lambda store, job: store.fail("q", job, {"message": "woken"}),
+    "expire": _expire,
     "cancel": lambda store, job: store.cancel("q", job.id),
 }
 """Each statement that finishes a job, which notifies its waiters (schema version 15)."""
-WOKEN: dict[str, tuple[JobState, Callable[[Job], object]]] = {
-    "complete": (JobState.COMPLETED, lambda job: job.output),
-    "complete a flow parent": (JobState.COMPLETED, lambda job: job.output),
-    "complete_and_fetch": (JobState.COMPLETED, lambda job: job.output),
-    "fail": (JobState.FAILED, lambda job: job.errors[-1].message),
-    "cancel": (JobState.CANCELLED, lambda job: "woken"),
+WOKEN: dict[str, tuple[JobState, Callable[[Job], object], object]] = {
+    "complete": (JobState.COMPLETED, lambda job: job.output, "woken"),
+    "complete a flow parent": (JobState.COMPLETED, lambda job: job.output, "woken"),
+    "complete a queued job": (JobState.COMPLETED, lambda job: job.started_on, None),
+    "complete_and_fetch": (JobState.COMPLETED, lambda job: job.output, "woken"),
+    "fail": (JobState.FAILED, lambda job: job.errors[-1].message, "woken"),
+    "expire": (JobState.FAILED, lambda job: job.errors[-1].message, "job timed out"),
+    "cancel": (JobState.CANCELLED, lambda job: job.retry_count, 0),
 }
-"""What the waiter gets from each finish: the state and a field that says ``woken``."""
+"""What the waiter gets from each finish: the state, and a field of the job with its value."""
 
 
 @pytest.mark.requires("listen_notify", "row_triggers")
@@ -169,14 +180,17 @@ def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch, finish):
         return found
 
     monkeypatch.setattr(waiting_module.Waiting, "outcome", noted)
-    alkstore_store.create_queue("q", retry_limit=0)
+    alkstore_store.create_queue("q", retry_limit=0, expire_seconds=60)
     if finish == "complete a flow parent":  # its completion also releases the child
         flow = [{"ref": "a", "queue": "q", "data": 1}]
         flow.append({"ref": "b", "queue": "q", "data": 2, "depends_on": ["a"]})
         job_id = alkstore_store.flow(flow)["a"]
     else:
         job_id = alkstore_store.send("q", 1)
-    job = _active(alkstore_store, "q")
+    if finish == "complete a queued job":
+        job = alkstore_store.get_job("q", job_id)
+    else:
+        job = _active(alkstore_store, "q")
     assert job.id == job_id
 
     def finish_once_paused():
@@ -186,6 +200,6 @@ def test_a_notification_wakes_the_wait(alkstore_store, monkeypatch, finish):
     thread = _later(finish_once_paused)
     done = alkstore_store.wait("q", job_id, timeout=30)
     thread.join()
-    state, woken = WOKEN[finish]
-    assert (done.state, woken(done)) == (state, "woken")
+    state, field, value = WOKEN[finish]
+    assert (done.state, field(done)) == (state, value)
     assert found_early == [True], "the wait found the job only at its deadline: not notified"

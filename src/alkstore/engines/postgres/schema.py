@@ -248,10 +248,10 @@ def _v6(s: str, caps: Capabilities) -> list[str]:
     Its ``WHEN`` reads the new row only, so settling a job nobody waits for queues no trigger
     event and sends nothing. Two nullable columns, no
     default: nothing is backfilled, and a job that never failed leaves ``errors`` NULL (read
-    as no errors).
+    as no errors). Version 15 replaces the trigger: the finishing statements notify.
     """
     ddl = [f"ALTER TABLE {s}.job ADD COLUMN errors jsonb, ADD COLUMN waited bool"]
-    if notifies_results(caps):
+    if caps.notifies_results:
         # The channel is computed from the table's schema, as done_channel() computes it.
         ddl += [
             f"""CREATE FUNCTION {s}.notify_result() RETURNS trigger LANGUAGE plpgsql AS $fn$
@@ -268,13 +268,6 @@ def _v6(s: str, caps: Capabilities) -> list[str]:
             EXECUTE FUNCTION {s}.notify_result()""",
         ]
     return ddl
-
-
-def notifies_results(caps: Capabilities) -> bool:
-    """Whether a finished job that is waited for notifies the schema's result channel: the
-    server has LISTEN/NOTIFY, PL/pgSQL and row triggers (not sharded Citus, whose statements
-    run on the worker holding the shard, where a NOTIFY reaches no listener)."""
-    return caps.listen_notify and caps.plpgsql and caps.row_triggers
 
 
 RESULT_CHANNEL = "alkstore_done_"
@@ -450,7 +443,7 @@ def _v15(s: str, caps: Capabilities) -> list[str]:
     ``waited`` only (:func:`~.sql.result_note`): the function notifies the result channel of
     the row's schema. A process of an older alkstore finishes jobs without notifying: the
     waiters' next reads find them (docs/deployment.md, "Upgrading")."""
-    if not notifies_results(caps):
+    if not caps.notifies_results:
         return []
     return [
         f"DROP TRIGGER IF EXISTS job_result ON {s}.job",
@@ -469,6 +462,10 @@ def _v15(s: str, caps: Capabilities) -> list[str]:
           RETURN true;
         END
         $fn$""",
+        # Every finishing statement names the function, called or not, and PostgreSQL checks
+        # EXECUTE when the statement starts: a schema whose default privileges revoke it
+        # from PUBLIC must not stop the application's role from completing jobs.
+        f"GRANT EXECUTE ON FUNCTION {s}.result_note(uuid, oid) TO PUBLIC",
     ]
 
 

@@ -15,7 +15,7 @@ from ...core.records import as_int
 from ...core.states import TRANSITIONS, Operation
 from ...core.targets import Targets
 from ...core.validation import MAX_DELAY
-from .schema import in_list, notifies_results
+from .schema import in_list
 
 JOB_COLUMNS = (
     "id, name, data::text AS data, state, priority, retry_count, retry_limit, retry_delay, "
@@ -147,8 +147,8 @@ def result_note(s: str, caps: Capabilities) -> str:
     """A column for the ``RETURNING`` of an UPDATE that finishes jobs ``j`` (schema version
     15): it notifies the waiters of each such job marked ``waited`` (the ``CASE`` calls
     nothing for the others); empty where results are not notified
-    (:func:`~.schema.notifies_results`)."""
-    if not notifies_results(caps):
+    (:attr:`~alkstore.core.capabilities.Capabilities.notifies_results`)."""
+    if not caps.notifies_results:
         return ""
     return f", CASE WHEN j.waited THEN {s}.result_note(j.id, j.tableoid) END AS noted"
 

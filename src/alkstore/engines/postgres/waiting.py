@@ -16,7 +16,8 @@ from .sql import read_job_columns
 
 
 def result_channel(engine: EngineBase) -> str:
-    """The channel the schema's ``job_result`` trigger notifies (payload: a job id)."""
+    """The channel the statements that finish a waited-for job notify (payload: its id;
+    ``result_note``, schema version 15)."""
     schema = engine.schema
     if len(schema) <= RESULT_CHANNEL_ROOM:
         return RESULT_CHANNEL + schema
@@ -25,7 +26,7 @@ def result_channel(engine: EngineBase) -> str:
 
 def watch_result(engine: EngineBase, queue: str, job_id: uuid.UUID) -> Plan[Job | None]:
     """The job as it is now (None: not in ``queue``), marked ``waited`` if it has not
-    finished, so that its ``job_result`` trigger notifies when it does.
+    finished, so that the statement that finishes it notifies (:func:`~.sql.result_note`).
 
     Marking locks the job's row for a moment, and a claim skips a locked row: so marking a
     queued job also notifies the schema's wake-up channel (payload: the queue), and a worker
@@ -58,7 +59,8 @@ def watch_result(engine: EngineBase, queue: str, job_id: uuid.UUID) -> Plan[Job 
 
 
 class WaitingMixin(EngineBase):
-    """:class:`~alkstore.core.contracts.ResultWatch` on the schema's ``job_result`` trigger."""
+    """:class:`~alkstore.core.contracts.ResultWatch` on the notes of the statements that
+    finish jobs (:func:`~.sql.result_note`)."""
 
     def result_channel(self) -> str:
         """See :func:`result_channel`."""
