@@ -7,6 +7,7 @@ predicates are evaluated when the engine is built.
 
 from __future__ import annotations
 
+import inspect
 import re
 import uuid
 from pathlib import Path
@@ -38,8 +39,19 @@ PG16 = ServerInfo("PostgreSQL 16.2 on x86_64-pc-linux-gnu", 160002)
 PG17 = ServerInfo("PostgreSQL 17.1 on x86_64-pc-linux-gnu", 170001)
 
 
+def _derived(names: set[str]) -> dict[str, set[str]]:
+    """Each property of Capabilities (``notifies_results``) -> the flags it reads."""
+    derived: dict[str, set[str]] = {}
+    for attribute, value in vars(Capabilities).items():
+        if isinstance(value, property) and value.fget is not None:
+            reads = re.findall(r"self\.(\w+)", inspect.getsource(value.fget))
+            derived[attribute] = set(reads) & names
+    return derived
+
+
 def _consulted_in_source() -> set[str]:
     names = set(alkstore.core.capabilities.Capabilities().names())
+    derived = _derived(names)
     found: set[str] = set()
     for path in SRC.rglob("*.py"):
         relative = path.relative_to(SRC)
@@ -49,6 +61,7 @@ def _consulted_in_source() -> set[str]:
             name = match.group(1) or match.group(2)
             if name in names:
                 found.add(name)
+            found |= derived.get(name, set())
     return found
 
 
