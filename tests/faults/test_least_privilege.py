@@ -20,6 +20,18 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {s} TO {role};
 """The GRANTs docs/deployment.md shows (kept equal by test_the_docs_show_these_grants)."""
 
 
+def _app_store(
+    cluster: TempCluster, admin: psycopg.Connection[Any], variant: str, schema: str, role: str
+) -> Any:
+    """A store of a new login ``role`` given only the GRANTs above (default connect)."""
+    admin.execute(f"CREATE ROLE {role} LOGIN")
+    for statement in GRANTS.format(s=schema, role=role).split(";"):
+        if statement.strip():
+            admin.execute(statement)
+    app_dsn = cluster.dsn.replace("postgres@", f"{role}@", 1)
+    return open_store(app_dsn, variant, schema, owner=False)  # default migrate=True
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_dml_only_role_uses_the_default_connect(
     fault_cluster: TempCluster, admin: psycopg.Connection[Any], variant: str
@@ -29,12 +41,7 @@ def test_a_dml_only_role_uses_the_default_connect(
     owner = open_store(fault_cluster.dsn, variant, schema)  # the owner migrates
     try:
         owner.create_queue("q")
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        for statement in GRANTS.format(s=schema, role=role).split(";"):
-            if statement.strip():
-                admin.execute(statement)
-        app_dsn = fault_cluster.dsn.replace("postgres@", f"{role}@", 1)
-        app = open_store(app_dsn, variant, schema, owner=False)  # default migrate=True
+        app = _app_store(fault_cluster, admin, variant, schema, role)
         try:
             job_id = app.send("q", {"n": 1})
             jobs = app.fetch("q")
@@ -73,12 +80,7 @@ def test_a_dml_only_role_finishes_jobs_where_functions_are_not_public(
         admin.execute("ALTER DEFAULT PRIVILEGES GRANT EXECUTE ON FUNCTIONS TO PUBLIC")
     try:
         owner.create_queue("q")
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        for statement in GRANTS.format(s=schema, role=role).split(";"):
-            if statement.strip():
-                admin.execute(statement)
-        app_dsn = fault_cluster.dsn.replace("postgres@", f"{role}@", 1)
-        app = open_store(app_dsn, VARIANTS[0], schema, owner=False)
+        app = _app_store(fault_cluster, admin, VARIANTS[0], schema, role)
         try:
             app.send_many("q", [{"data": n} for n in range(3)])
             done, failed, cancelled = app.fetch("q", batch_size=3)
