@@ -12,6 +12,7 @@ from ...core.errors import QueueNotFound, UnsupportedByEngine
 from ...core.plans import Plan, Row, Statement, Steps, single
 from ...core.validation import check_engine_options
 from .identifiers import quote_schema
+from .sql import result_note
 
 T = TypeVar("T")
 
@@ -74,6 +75,12 @@ class EngineBase:
     @functools.cached_property
     def _built_sql(self) -> dict[tuple[Any, ...], str]:
         return {}
+
+    @property
+    def _note(self) -> str:
+        """:func:`~.sql.result_note` of this engine's schema: the finishing statements'
+        notice to the waiters of the jobs they finish."""
+        return result_note(self.s, self.capabilities)
 
     def built_once(self, shape: tuple[Any, ...], build: Callable[[], str]) -> str:
         """The SQL of ``shape`` (a tuple naming the statement and its variant), made by

@@ -39,7 +39,6 @@ from .settle import SettleMixin, unflowed_complete_ctes
 from .sql import (
     RETURNED_JOB_COLUMNS,
     accepted,
-    result_note,
     returned_columns,
     seconds_after,
     target_params,
@@ -352,7 +351,7 @@ class ClaimMixin(QueueHintsMixin, SettleMixin):
                 one=one,
                 rows_table=rows,
                 from_mark=from_mark,
-                note=result_note(self.s, self.capabilities),
+                note=self._note,
             )
 
         return self.built_once(("claim", kind, full, one, own, from_mark), build)

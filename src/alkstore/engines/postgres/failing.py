@@ -23,7 +23,6 @@ from .sql import (
     columns,
     count_of,
     fence,
-    result_note,
     seconds_after,
     target_params,
     targeted_state,
@@ -195,7 +194,7 @@ class FailMixin(EngineBase):
                 coalesce(j.dead_letter, sq.dead_letter) AS dead_letter,
                 j.singleton_key, j.created_on, coalesce(j.source_root_id, j.id) AS root_id,
                 j.trace_context::text AS trace_context, j.errors::text AS errors
-                {result_note(self.s, self.capabilities)}"""
+                {self._note}"""
 
     def _dead_letter_insert(self, source: str) -> str:
         """INSERT of dead-letter copies of the failed rows ``f`` of ``source``.

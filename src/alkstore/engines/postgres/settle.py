@@ -22,7 +22,6 @@ from .sql import (
     count_of,
     fence,
     read_job_columns,
-    result_note,
     seconds_after,
     target_params,
     targeted_state,
@@ -158,11 +157,6 @@ def release_ctes(s: str, done: str) -> str:
 
 class SettleMixin(EngineBase):
     """Plans that move targeted jobs between states."""
-
-    @property
-    def _note(self) -> str:
-        """:func:`~.sql.result_note` of this engine's schema."""
-        return result_note(self.s, self.capabilities)
 
     def _completing(self, include_queued: bool) -> str:
         # One count row instead of a row per completed job: a batch's ids are not read back.
